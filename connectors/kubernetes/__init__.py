@@ -1,0 +1,1 @@
+"""Kubernetes and Kueue sources: Prometheus metrics and Workload snapshots."""

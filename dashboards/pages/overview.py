@@ -1,0 +1,42 @@
+"""Cluster overview: the GPU estate and what has been loaded."""
+
+import streamlit as st
+
+from dashboards import data
+from dashboards.common import freshness_line
+
+st.title("Cluster overview")
+freshness_line()
+
+gpus = data.query(
+    "SELECT pool, gpu_model, count(DISTINCT node) AS nodes, count(*) AS gpus "
+    "FROM nodes GROUP BY pool, gpu_model ORDER BY pool, gpu_model"
+)
+totals = data.query(
+    "SELECT (SELECT count(*) FROM nodes) AS gpus, "
+    "(SELECT count(DISTINCT node) FROM nodes) AS nodes, "
+    "(SELECT count(*) FROM kueue_workloads_raw) AS workloads, "
+    "(SELECT count(DISTINCT job_id) FROM sacct_lines_raw) AS sacct_ids, "
+    "(SELECT count(DISTINCT person) FROM identity_map WHERE person <> '') AS people"
+).row(0, named=True)
+
+cols = st.columns(5)
+cols[0].metric("GPUs", f"{totals['gpus']:,}")
+cols[1].metric("Nodes", f"{totals['nodes']:,}")
+cols[2].metric("People in the identity map", f"{totals['people']:,}")
+cols[3].metric("Kueue workloads", f"{totals['workloads']:,}")
+cols[4].metric("sacct job/step ids", f"{totals['sacct_ids']:,}")
+
+st.subheader("GPUs by pool and model")
+st.dataframe(gpus, hide_index=True, width="stretch")
+
+pool = st.selectbox("Nodes in pool", gpus["pool"].unique().sort().to_list() or ["slurm"])
+st.dataframe(
+    data.query(
+        "SELECT node, gpu_model, any_value(gpu_count) AS gpus, any_value(slurm_partition) "
+        "AS slurm_partition FROM nodes WHERE pool = ? GROUP BY node, gpu_model ORDER BY node",
+        (pool,),
+    ),
+    hide_index=True,
+    width="stretch",
+)

@@ -1,0 +1,183 @@
+"""The ``gpuledger`` console command.
+
+Every subcommand calls the same library functions as the Dagster assets (``gpuledger.service``).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from connectors.errors import SourceError
+from gpuledger import service
+from gpuledger.config import Settings, load_settings
+from models.runner import connect, publish_snapshot
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+def _not_implemented(issue: str) -> Handler:
+    def handler(args: argparse.Namespace, settings: Settings) -> int:
+        print(
+            f"gpuledger {args.command}: not implemented yet (planned in the {issue} work)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+
+    return handler
+
+
+def _report(result: service.LoadResult) -> int:
+    print(result.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
+def _with_ledger(
+    settings: Settings, load: Callable[..., service.LoadResult], *args: object
+) -> int:
+    with connect(settings.db) as con:
+        result = load(con, *args)
+        publish_snapshot(con, settings.db)
+    return _report(result)
+
+
+def cmd_import_identity(args: argparse.Namespace, settings: Settings) -> int:
+    return _with_ledger(settings, service.import_identity_map, Path(args.file))
+
+
+def cmd_import_workloads(args: argparse.Namespace, settings: Settings) -> int:
+    return _with_ledger(settings, service.import_workloads, Path(args.file))
+
+
+def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
+    world_dir = Path(args.world)
+    world = service.read_world(world_dir)
+    cluster = str(world.get("cluster", "default"))
+    steps: list[tuple[str, Callable[..., service.LoadResult], tuple[object, ...]]] = [
+        ("nodes", service.import_nodes, (world_dir / "nodes.csv", cluster)),
+        ("identity map", service.import_identity_map, (world_dir / "identity_map.csv",)),
+        ("accounts", service.import_accounts, (world_dir / "accounts.csv",)),
+        ("rate card", service.import_rate_card, (world_dir / "rate_card.csv",)),
+        ("workloads", service.import_workloads, (world_dir / "kueue" / "workloads.json",)),
+        ("sacct lines", service.import_sacct_lines,
+         (world_dir / "sacct" / "sacct-unitsep-epoch.txt",)),
+    ]
+    with connect(settings.db) as con:
+        for number, (label, load, load_args) in enumerate(steps, start=1):
+            print(f"[{number}/{len(steps)}] loading {label}", file=sys.stderr)
+            _report(load(con, *load_args))
+        publish_snapshot(con, settings.db)
+    return EXIT_OK
+
+
+def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
+    sys.stdout.write(service.run_sql(settings.db, args.query))
+    return EXIT_OK
+
+
+def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
+    app = Path(__file__).resolve().parent.parent / "dashboards" / "app.py"
+    env = {**os.environ, "GPULEDGER_DB": str(settings.db.resolve())}
+    command = [
+        sys.executable, "-m", "streamlit", "run", str(app),
+        "--server.port", str(args.port), "--server.headless", "true",
+        "--browser.gatherUsageStats", "false",
+    ]
+    print(f"gpuledger dashboard: http://localhost:{args.port}", file=sys.stderr)
+    return subprocess.call(command, env=env)
+
+
+def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
+    from gpuledger.simulate.cli_args import run_from_args
+
+    return run_from_args(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuledger",
+        description="GPU-hour accounting across Slurm and Kubernetes/Kueue.",
+    )
+    parser.add_argument("--db", help="DuckDB ledger file (env GPULEDGER_DB; "
+                        "default data/gpuledger.duckdb)")
+    parser.add_argument("--config", help="TOML config file (env GPULEDGER_CONFIG; "
+                        "default gpuledger.toml when present)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("simulate", help="write a simulated hybrid cluster with ground truth")
+    try:
+        from gpuledger.simulate.cli_args import add_arguments
+    except ImportError:  # the simulator package is optional at import time only for --help
+        p.set_defaults(handler=_not_implemented("simulator"))
+    else:
+        add_arguments(p)
+        p.set_defaults(handler=cmd_simulate)
+
+    p = sub.add_parser("import-sacct", help="load a sacct dump file")
+    p.add_argument("file")
+    p.add_argument("--delimiter")
+    p.add_argument("--timezone", default="UTC")
+    p.set_defaults(handler=_not_implemented("Slurm ingest"))
+
+    p = sub.add_parser("import-workloads", help="load a kubectl Workload snapshot (JSON)")
+    p.add_argument("file")
+    p.set_defaults(handler=cmd_import_workloads)
+
+    p = sub.add_parser("import-identity", help="load the identity map CSV")
+    p.add_argument("file")
+    p.set_defaults(handler=cmd_import_identity)
+
+    p = sub.add_parser("load-world", help="load a simulated world's reference files and raw inputs")
+    p.add_argument("world", help="folder written by `gpuledger simulate`")
+    p.set_defaults(handler=cmd_load_world)
+
+    p = sub.add_parser("ingest", help="pull from a live source")
+    ingest = p.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    q = ingest.add_parser("slurm", help="run sacct/sreport for a window")
+    q.add_argument("--start", required=True)
+    q.add_argument("--end", required=True)
+    q.set_defaults(handler=_not_implemented("Slurm ingest"))
+    q = ingest.add_parser("kubernetes", help="read Prometheus for a window")
+    q.add_argument("--prometheus-url", required=True)
+    q.add_argument("--start", required=True)
+    q.add_argument("--end", required=True)
+    q.set_defaults(handler=_not_implemented("Kubernetes ingest"))
+
+    p = sub.add_parser("build", help="build the accounting model and the detectors")
+    p.set_defaults(handler=_not_implemented("accounting model"))
+
+    p = sub.add_parser("sql", help="run a read-only SQL query; CSV with a header on stdout")
+    p.add_argument("query")
+    p.set_defaults(handler=cmd_sql)
+
+    p = sub.add_parser("report", help="write reports")
+    report = p.add_subparsers(dest="kind", required=True, metavar="KIND")
+    q = report.add_parser("weekly", help="the weekly chargeback report")
+    q.add_argument("--week", required=True, help="ISO week, YYYY-Www")
+    q.set_defaults(handler=_not_implemented("weekly report"))
+
+    p = sub.add_parser("dashboard", help="serve the Streamlit dashboards")
+    p.add_argument("--port", type=int, default=8501)
+    p.set_defaults(handler=cmd_dashboard)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(Path(args.config) if args.config else None, db=args.db)
+        return args.handler(args, settings)
+    except (SourceError, FileNotFoundError, ValueError) as exc:
+        print(f"gpuledger {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

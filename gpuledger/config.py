@@ -1,0 +1,66 @@
+"""Settings: command-line flags over environment variables over a TOML file over defaults."""
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+DEFAULT_DB = Path("data/gpuledger.duckdb")
+DEFAULT_CONFIG = Path("gpuledger.toml")
+
+# Environment variable -> settings attribute.
+ENVIRONMENT = {
+    "GPULEDGER_DB": "db",
+    "GPULEDGER_SAMPLE_DATA": "sample_data",
+    "GPULEDGER_SACCT_PREFIX": "sacct_prefix",
+    "GPULEDGER_PROMETHEUS_URL": "prometheus_url",
+    "GPULEDGER_IDENTITY_MAP": "identity_map",
+    "GPULEDGER_RATE_CARD": "rate_card",
+    "GPULEDGER_REPORTS_DIR": "reports_dir",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run needs to know about where data lives and how to reach the sources."""
+
+    db: Path = DEFAULT_DB
+    sample_data: Path = Path("sample_data")
+    reports_dir: Path = Path("reports")
+    sacct_prefix: str = ""
+    prometheus_url: str = ""
+    identity_map: Path | None = None
+    rate_card: Path | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def _coerce(name: str, value: object) -> object:
+    if name in {"db", "sample_data", "reports_dir", "identity_map", "rate_card"} and value:
+        return Path(str(value))
+    return value
+
+
+def load_settings(config_file: Path | None = None, **overrides: object) -> Settings:
+    """Build settings: defaults, then the TOML file, then environment, then ``overrides``."""
+    values: dict[str, object] = {}
+    path = config_file or Path(os.environ.get("GPULEDGER_CONFIG", DEFAULT_CONFIG))
+    known = {f.name for f in fields(Settings)} - {"extra"}
+    extra: dict[str, object] = {}
+    if path.is_file():
+        with path.open("rb") as fh:
+            doc = tomllib.load(fh)
+        for key, value in doc.get("gpuledger", doc).items():
+            if key in known:
+                values[key] = _coerce(key, value)
+            else:
+                extra[key] = value
+    elif config_file is not None:
+        msg = f"expected a config file at {config_file}, found none"
+        raise FileNotFoundError(msg)
+    for env, attr in ENVIRONMENT.items():
+        if os.environ.get(env):
+            values[attr] = _coerce(attr, os.environ[env])
+    for key, value in overrides.items():
+        if value is not None:
+            values[key] = _coerce(key, value)
+    return replace(Settings(), **values, extra=extra)

@@ -1,0 +1,183 @@
+"""Library functions behind both the CLI and the Dagster assets (one code path).
+
+Each loader takes an open DuckDB connection to the ledger, replaces exactly the slice it owns in
+one transaction (so a re-run changes nothing) and returns what it did.
+"""
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from connectors.errors import Reject, SourceError, rejects_frame
+from connectors.kubernetes.workload_snapshot import read_workload_snapshot
+from connectors.reference_files import read_accounts, read_identity_map, read_nodes, read_rate_card
+from connectors.textfiles import file_digest, open_text
+from models import schema
+from models.runner import read_snapshot, record_ingest, replace_rows
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What one load did: rows kept and lines rejected (with their reasons)."""
+
+    source: str
+    rows: int
+    rejects: tuple[Reject, ...] = field(default_factory=tuple)
+
+    def summary(self) -> str:
+        text = f"{self.source}: {self.rows} rows loaded, {len(self.rejects)} rejected"
+        for r in self.rejects[:5]:
+            text += f"\n  rejected {r.describe()}"
+        if len(self.rejects) > 5:
+            text += f"\n  … and {len(self.rejects) - 5} more (see the rejects table)"
+        return text
+
+
+def _store_rejects(
+    con: duckdb.DuckDBPyConnection, source: str, path: Path, rejects: list[Reject]
+) -> None:
+    replace_rows(
+        con,
+        schema.REJECTS,
+        rejects_frame(rejects),
+        where="source = ? AND source_file = ?",
+        params=(source, str(path)),
+    )
+
+
+def _register_file(con: duckdb.DuckDBPyConnection, kind: str, path: Path, lines: int) -> None:
+    sha, size = file_digest(path)
+    frame = pl.DataFrame(
+        {
+            "kind": [kind],
+            "path": [str(path)],
+            "sha256": [sha],
+            "bytes": [size],
+            "lines": [lines],
+            "loaded_at": [datetime.now(UTC).replace(tzinfo=None)],
+        },
+        schema={
+            "kind": pl.String, "path": pl.String, "sha256": pl.String,
+            "bytes": pl.Int64, "lines": pl.Int64, "loaded_at": pl.Datetime("us"),
+        },
+    )
+    replace_rows(con, schema.SOURCE_FILES, frame, where="kind = ? AND path = ?",
+                 params=(kind, str(path)))
+
+
+def _load_table_file(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    source: str,
+    path: Path,
+    frame: pl.DataFrame,
+    rejects: list[Reject],
+    table: schema.Table,
+) -> LoadResult:
+    replace_rows(con, table, frame)
+    _store_rejects(con, source, path, rejects)
+    _register_file(con, source, path, frame.height + len(rejects))
+    record_ingest(con, source=source, partition_key=str(path), window_start=None,
+                  window_end=None, rows_loaded=frame.height, rows_rejected=len(rejects))
+    return LoadResult(source, frame.height, tuple(rejects))
+
+
+def import_identity_map(con: duckdb.DuckDBPyConnection, path: Path) -> LoadResult:
+    """Replace the identity map with the rows of ``path``."""
+    frame, rejects = read_identity_map(path)
+    return _load_table_file(con, source="identity_map", path=path, frame=frame,
+                            rejects=rejects, table=schema.IDENTITY_MAP)
+
+
+def import_accounts(con: duckdb.DuckDBPyConnection, path: Path) -> LoadResult:
+    """Replace the Slurm account tree with the rows of ``path``."""
+    frame, rejects = read_accounts(path)
+    return _load_table_file(con, source="slurm_accounts", path=path, frame=frame,
+                            rejects=rejects, table=schema.SLURM_ACCOUNTS)
+
+
+def import_rate_card(con: duckdb.DuckDBPyConnection, path: Path) -> LoadResult:
+    """Replace the rate card with the rows of ``path``."""
+    frame, rejects = read_rate_card(path)
+    return _load_table_file(con, source="rate_card", path=path, frame=frame,
+                            rejects=rejects, table=schema.RATE_CARD)
+
+
+def import_nodes(con: duckdb.DuckDBPyConnection, path: Path, cluster: str) -> LoadResult:
+    """Replace the GPU inventory of ``cluster`` with the rows of ``path``."""
+    frame, rejects = read_nodes(path)
+    frame = frame.with_columns(pl.lit(cluster).alias("cluster"))
+    replace_rows(con, schema.NODES, frame, where="cluster = ?", params=(cluster,))
+    _store_rejects(con, "nodes", path, rejects)
+    _register_file(con, "nodes", path, frame.height + len(rejects))
+    record_ingest(con, source="nodes", partition_key=cluster, window_start=None,
+                  window_end=None, rows_loaded=frame.height, rows_rejected=len(rejects))
+    return LoadResult("nodes", frame.height, tuple(rejects))
+
+
+def import_workloads(con: duckdb.DuckDBPyConnection, path: Path) -> LoadResult:
+    """Load a Kueue Workload snapshot; workloads are keyed by uid, so a re-import replaces them."""
+    frame, rejects = read_workload_snapshot(path)
+    replace_rows(con, schema.KUEUE_WORKLOADS_RAW, frame,
+                 where="list_contains(?::VARCHAR[], uid)", params=(frame["uid"].to_list(),))
+    _store_rejects(con, "kueue_workloads", path, rejects)
+    _register_file(con, "kueue_workloads", path, frame.height + len(rejects))
+    record_ingest(con, source="kueue_workloads", partition_key=str(path), window_start=None,
+                  window_end=None, rows_loaded=frame.height, rows_rejected=len(rejects))
+    return LoadResult("kueue_workloads", frame.height, tuple(rejects))
+
+
+def import_sacct_lines(con: duckdb.DuckDBPyConnection, path: Path) -> LoadResult:
+    """Keep the raw lines of a sacct dump (with their line numbers) as evidence."""
+    lines: list[tuple[int, str, str]] = []
+    try:
+        with open_text(path) as fh:
+            for line_no, line in enumerate(fh, start=1):
+                text = line.rstrip("\n").rstrip("\r")
+                if not text or (line_no == 1 and text.startswith("JobID")):
+                    continue  # blank lines and the header carry no job
+                job_id = text.split("\x1f" if "\x1f" in text else "|", 1)[0]
+                lines.append((line_no, job_id, text))
+    except FileNotFoundError as exc:
+        msg = f"expected a sacct dump at {path}, found none"
+        raise SourceError(msg) from exc
+    frame = pl.DataFrame(
+        lines, schema={"line_no": pl.Int64, "job_id": pl.String, "line": pl.String},
+        orient="row",
+    ).with_columns(pl.lit(str(path)).alias("source_file"))
+    replace_rows(con, schema.SACCT_LINES_RAW, frame, where="source_file = ?",
+                 params=(str(path),))
+    _register_file(con, "sacct_dump", path, frame.height)
+    record_ingest(con, source="sacct_lines", partition_key=str(path), window_start=None,
+                  window_end=None, rows_loaded=frame.height)
+    return LoadResult("sacct_lines", frame.height)
+
+
+def read_world(world_dir: Path) -> dict[str, object]:
+    """The simulator's ``world.json`` (cluster name, window, …)."""
+    path = world_dir / "world.json"
+    if not path.is_file():
+        msg = f"expected a simulated world at {world_dir} (world.json), found none"
+        raise SourceError(msg)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_sql(db_path: Path, query: str) -> str:
+    """Run a read-only query against the published snapshot; CSV with a header."""
+    with read_snapshot(db_path) as con:
+        rel = con.sql(query)
+        if rel is None:
+            return ""
+        columns = rel.columns
+        rows = rel.fetchall()
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(rows)
+    return out.getvalue()

@@ -1,0 +1,149 @@
+"""Write helpers: schema creation, partition-scoped replace, and the read-only snapshot.
+
+DuckDB allows one writing process or many readers, never both. The pipeline writes the ledger
+file; readers (dashboards, ``gpuledger sql``, operators' duckdb CLI) open a published snapshot
+that is swapped in atomically after each successful write.
+"""
+
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from models.schema import ALL_TABLES, INGEST_RUNS, Table
+
+
+def snapshot_path(db_path: Path) -> Path:
+    """Where the read-only published copy of ``db_path`` lives."""
+    return db_path.with_name(f"{db_path.stem}.serving.duckdb")
+
+
+@contextmanager
+def connect(db_path: Path, *, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the ledger (creating its folder and schema when writable) and always close it."""
+    if not read_only:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(db_path), read_only=read_only)
+    try:
+        if not read_only:
+            ensure_schema(con)
+        yield con
+    finally:
+        con.close()
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection, tables: Sequence[Table] = ALL_TABLES) -> None:
+    """Create every known table that does not exist yet."""
+    for t in tables:
+        con.execute(t.ddl())
+
+
+def replace_rows(
+    con: duckdb.DuckDBPyConnection,
+    target: Table,
+    frame: pl.DataFrame,
+    *,
+    where: str = "TRUE",
+    params: Sequence[Any] = (),
+) -> int:
+    """Delete the rows of ``target`` matching ``where`` and insert ``frame``, in one transaction.
+
+    ``where`` scopes the replacement (a partition); its values are bound from ``params``. Running
+    the same call twice leaves the table unchanged.
+    """
+    missing = [c for c in target.column_names if c not in frame.columns]
+    if missing:
+        msg = f"expected columns {target.column_names} for {target.name}, found {frame.columns}"
+        raise ValueError(msg)
+    view = f"_incoming_{uuid.uuid4().hex}"
+    cols = ", ".join(target.column_names)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(f"DELETE FROM {target.name} WHERE {where}", list(params))
+        con.register(view, frame.select(target.column_names).to_arrow())
+        con.execute(f"INSERT INTO {target.name} ({cols}) SELECT {cols} FROM {view}")
+        con.unregister(view)
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return frame.height
+
+
+def record_ingest(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    source: str,
+    partition_key: str,
+    window_start: datetime | None,
+    window_end: datetime | None,
+    rows_loaded: int,
+    rows_rejected: int = 0,
+    detail: str = "",
+) -> None:
+    """Remember a successful load (the freshness line reads this)."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    frame = pl.DataFrame(
+        {
+            "source": [source],
+            "partition_key": [partition_key],
+            "window_start": [window_start],
+            "window_end": [window_end],
+            "finished_at": [now],
+            "rows_loaded": [rows_loaded],
+            "rows_rejected": [rows_rejected],
+            "detail": [detail],
+        },
+        schema={
+            "source": pl.String,
+            "partition_key": pl.String,
+            "window_start": pl.Datetime("us"),
+            "window_end": pl.Datetime("us"),
+            "finished_at": pl.Datetime("us"),
+            "rows_loaded": pl.Int64,
+            "rows_rejected": pl.Int64,
+            "detail": pl.String,
+        },
+    )
+    replace_rows(
+        con,
+        INGEST_RUNS,
+        frame,
+        where="source = ? AND partition_key = ?",
+        params=(source, partition_key),
+    )
+
+
+def publish_snapshot(con: duckdb.DuckDBPyConnection, db_path: Path) -> Path:
+    """Copy the ledger to its read-only snapshot and swap it in atomically."""
+    target = snapshot_path(db_path)
+    tmp = target.with_name(f".{target.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp.duckdb")
+    alias = f"snap_{uuid.uuid4().hex[:8]}"
+    source_catalog = con.execute("SELECT current_database()").fetchone()[0]
+    con.execute(f"ATTACH '{tmp}' AS {alias}")
+    try:
+        con.execute(f"COPY FROM DATABASE {source_catalog} TO {alias}")
+    finally:
+        con.execute(f"DETACH {alias}")
+    tmp.replace(target)
+    return target
+
+
+@contextmanager
+def read_snapshot(db_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A short-lived read-only connection to the published snapshot (never the live ledger)."""
+    target = snapshot_path(db_path)
+    if not target.exists():
+        msg = (
+            f"expected a published ledger at {target}, found none: "
+            "run `gpuledger build` (or `make demo`) first"
+        )
+        raise FileNotFoundError(msg)
+    with connect(target, read_only=True) as con:
+        yield con

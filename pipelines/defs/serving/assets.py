@@ -1,0 +1,17 @@
+import dagster as dg
+
+from pipelines.defs.resources import LedgerResource
+
+
+@dg.asset(
+    group_name="serving",
+    kinds={"duckdb"},
+    deps=["gpu_inventory", "identity_map", "slurm_accounts", "rate_card",
+          "kueue_workload_snapshot", "sacct_dump_lines"],
+    description="Read-only copy of the ledger that dashboards and operators query; swapped in "
+    "atomically so readers never meet the writer's lock.",
+)
+def published_ledger(ledger: LedgerResource) -> dg.MaterializeResult:
+    with ledger.ledger() as con:
+        path = ledger.publish(con)
+    return dg.MaterializeResult(metadata={"snapshot": str(path)})

@@ -1,0 +1,50 @@
+"""Suite-wide rules.
+
+With ``GPULEDGER_REQUIRE_SERVICES=1`` (set by ``.ci/run``) a run in which the tests that need the
+real Slurm or Prometheus were skipped, deselected or absent fails: CI runs as root on Debian,
+where those services can always be installed.
+"""
+
+import os
+
+import pytest
+
+SERVICE_MARKERS = ("slurm", "prometheus")
+
+
+# marker -> outcomes of the tests carrying it, collected during the session.
+_OUTCOMES: dict[str, list[str]] = {m: [] for m in SERVICE_MARKERS}
+
+
+def _require_services() -> bool:
+    return os.environ.get("GPULEDGER_REQUIRE_SERVICES") == "1"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    for seen in _OUTCOMES.values():
+        seen.clear()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for marker in SERVICE_MARKERS:
+        if marker in report.keywords and (report.when == "call" or report.skipped):
+            _OUTCOMES[marker].append(report.outcome)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _require_services() or session.config.option.collectonly:
+        return
+    problems = []
+    for marker in SERVICE_MARKERS:
+        seen = _OUTCOMES[marker]
+        if not seen:
+            problems.append(f"no test marked {marker!r} ran")
+        elif "skipped" in seen:
+            problems.append(f"{seen.count('skipped')} test(s) marked {marker!r} were skipped")
+    if problems:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                "GPULEDGER_REQUIRE_SERVICES=1: " + "; ".join(problems), red=True, bold=True
+            )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
