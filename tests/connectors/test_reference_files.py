@@ -48,7 +48,7 @@ def test_missing_header_column_is_a_clear_error(tmp_path: Path):
 
 
 def test_missing_file_names_the_file(tmp_path: Path):
-    with pytest.raises(SourceError, match="expected a nodes file at .*nope.csv, found none"):
+    with pytest.raises(SourceError, match=r"expected a nodes file at .*nope\.csv, found none"):
         read_nodes(tmp_path / "nope.csv")
 
 

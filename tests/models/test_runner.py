@@ -1,5 +1,4 @@
 import multiprocessing
-from datetime import date
 from pathlib import Path
 
 import duckdb
@@ -77,7 +76,8 @@ def test_readers_use_the_snapshot_while_the_writer_holds_the_ledger(tmp_path: Pa
 
 
 def test_reading_before_any_publish_says_what_to_do(tmp_path: Path):
-    with pytest.raises(FileNotFoundError, match="run `gpuledger build`"):
-        with read_snapshot(tmp_path / "ledger.duckdb"):
-            pass
+    with pytest.raises(FileNotFoundError, match="run `gpuledger build`"), read_snapshot(
+        tmp_path / "ledger.duckdb"
+    ):
+        pass
     assert snapshot_path(tmp_path / "x.duckdb").name == "x.serving.duckdb"

@@ -3,8 +3,8 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
-from pipelines.defs.resources import LedgerResource, WorldFilesResource
 from pipelines.definitions import defs as load_defs
+from pipelines.defs.resources import LedgerResource, WorldFilesResource
 from tests.helpers import copy_tiny_world
 
 

@@ -128,8 +128,11 @@ wait_state "$RQ" 60 RUNNING
 sleep 3
 runuser -u alice -- scancel "$CR"; log "cancelled running $CR"
 scontrol requeue "$RQ"; log "requeued $RQ"
-# a requeued job is held back (BeginTime ~2 min ahead): release it once it is pending again
+# a requeued job is held back (BeginTime ~2 min ahead): release it once it is pending again.
+# Not within the same second as the requeue: slurmd revoked the old launch credential, and a
+# new one with the same timestamp is refused ("Job credential revoked" -> the job FAILS).
 wait_state "$RQ" 60 PENDING
+sleep 2
 for _ in $(seq 1 50); do
   scontrol update jobid="$RQ" StartTime=now 2>/dev/null && break
   sleep 0.3

@@ -1,0 +1,104 @@
+"""What a simulated world is made of: the run's configuration and its validation.
+
+Everything the simulator writes follows from a ``SimConfig``: the same config gives byte-identical
+files (no wall clock, no dict/set-order dependence).
+"""
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+
+DEFAULT_START = date(2026, 1, 5)  # a Monday, so seven days make one complete ISO week
+DAY = 86_400
+HOUR = 3_600
+MINUTE = 60
+
+LABEL_STYLES = ("pod", "exported", "drift")
+_NODES_RE = re.compile(r"^\s*(hpc|k8s|shared)\s*=\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class NodeCounts:
+    """How many nodes each pool has: Slurm-only, Kubernetes-only and shared between both."""
+
+    hpc: int = 6
+    k8s: int = 4
+    shared: int = 2
+
+    @classmethod
+    def parse(cls, text: str) -> "NodeCounts":
+        """``hpc=1000,k8s=200,shared=50``; pools not named keep their default."""
+        values = {"hpc": cls.hpc, "k8s": cls.k8s, "shared": cls.shared}
+        for part in text.split(","):
+            if not part.strip():
+                continue
+            match = _NODES_RE.match(part)
+            if match is None:
+                msg = f"expected pool=count with pool in hpc, k8s, shared, found {part.strip()!r}"
+                raise ValueError(msg)
+            values[match.group(1)] = int(match.group(2))
+        return cls(**values)
+
+    def describe(self) -> str:
+        return f"hpc={self.hpc},k8s={self.k8s},shared={self.shared}"
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulated world. ``step_seconds`` is the Prometheus scrape interval."""
+
+    seed: int = 1
+    days: int = 7
+    start: date = DEFAULT_START
+    nodes: NodeCounts = field(default_factory=NodeCounts)
+    step_seconds: int = 60
+    metrics: bool = True
+    gzip_metrics: bool = False
+    gzip_all: bool = False
+    dcgm_label_style: str = "drift"
+    irregularities: bool = True
+    load: float = 0.7
+    cluster: str = "gpulab"
+    sacct_timezone: str = "Europe/Berlin"
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.days < 1:
+            problems.append(f"expected --days >= 1, found {self.days}")
+        if self.step_seconds < 1 or HOUR % self.step_seconds:
+            problems.append(
+                f"expected --step to divide 3600 (15, 30, 60, 120, 300, 600 ...), "
+                f"found {self.step_seconds}"
+            )
+        for pool in ("hpc", "k8s", "shared"):
+            count = getattr(self.nodes, pool)
+            if count < 1:
+                problems.append(f"expected at least 1 {pool} node, found {count}")
+        if self.dcgm_label_style not in LABEL_STYLES:
+            problems.append(
+                f"expected a DCGM label style in {', '.join(LABEL_STYLES)}, "
+                f"found {self.dcgm_label_style!r}"
+            )
+        if not 0.05 <= self.load <= 0.95:
+            problems.append(f"expected --load between 0.05 and 0.95, found {self.load}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def window_start(self) -> int:
+        """Epoch seconds of the window's first second (00:00 UTC of ``start``)."""
+        return int(datetime(self.start.year, self.start.month, self.start.day,
+                            tzinfo=UTC).timestamp())
+
+    @property
+    def window_end(self) -> int:
+        """Epoch seconds just after the window (half-open ``[start, end)``)."""
+        return self.window_start + self.days * DAY
+
+    @property
+    def gzip_sacct(self) -> bool:
+        return self.gzip_all
+
+    @property
+    def gzip_om(self) -> bool:
+        return self.gzip_metrics or self.gzip_all
