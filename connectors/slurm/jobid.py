@@ -1,4 +1,4 @@
-"""sacct job ids (``JobID`` and ``JobIDRaw``) as Polars expressions.
+"""sacct job ids (``JobID`` and ``JobIDRaw``), vectorized.
 
 ``JobID`` shapes (Slurm 22.05):
 
@@ -12,64 +12,92 @@
 ``JobIDRaw`` is the database's own id: ``123`` or ``123.batch``. For array tasks and het components
 it is NOT derivable from ``JobID`` (task ``6_5`` of array 6 may be raw 6 because the last task reuses
 the array's id, tasks ``6_0``… get fresh ids; het component ``15+1`` is raw 16), so it is read, never
-computed. A row is a step when its ``JobID`` has a step part; ``JobIDRaw`` must agree.
+computed. A row is a step when its ``JobID`` has a step part; ``JobIDRaw`` must have the same step
+part.
+
+The parsing uses only cheap string kernels (find, slice, to_integer) plus one anchored regex test
+per column, so it runs at a few hundred nanoseconds per row.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
 _STEP = r"(?:[A-Za-z]+|\d+)(?:\+\d+)?"
-JOBID_RE = rf"^(\d+)(?:_(\d+)|_\[([^\]\s]+)\]|\+(\d+))?(?:\.({_STEP}))?$"
-JOBIDRAW_RE = rf"^(\d+)(?:\.({_STEP}))?$"
+JOBID_RE = rf"^\d+(?:_\d+|_\[[^\]\s]+\]|\+\d+)?(?:\.{_STEP})?$"
+JOBIDRAW_RE = rf"^\d+(?:\.{_STEP})?$"
 
 JOBID_EXPECTED = "expected 123, 123_4, 123_[5-9%2], 123+0 with an optional .step (.batch, .0, …)"
-JOBIDRAW_EXPECTED = "expected 123 or 123.step"
+JOBIDRAW_EXPECTED = "expected 123 or 123.step with the same step part as JobID"
+
+#: Columns of :func:`jobid_frame`.
+JOBID_COLUMNS = (
+    "job_id", "step_id", "job_id_raw", "array_job_id", "array_task_id", "array_task_range",
+    "het_job_id", "het_offset", "is_step", "_bad_JobID", "_bad_JobIDRaw",
+)  # fmt: skip
 
 
-@dataclass(frozen=True)
-class JobIdExprs:
-    parent_job_id: pl.Expr  # JobID text without the step part
-    step_id: pl.Expr  # "batch", "0", "0+1" …; null for an allocation row
-    array_job_id: pl.Expr
-    array_task_id: pl.Expr
-    array_task_range: pl.Expr
-    het_job_id: pl.Expr
-    het_offset: pl.Expr
-    job_id_raw: pl.Expr  # Int64, the allocation's raw id (also for steps)
-    raw_step_id: pl.Expr
-    is_step: pl.Expr
-    bad_job_id: pl.Expr
-    bad_job_id_raw: pl.Expr  # malformed, or its step part differs from JobID's
+def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "JobIDRaw"
+                ) -> pl.DataFrame:  # fmt: skip
+    """Parsed id columns (see :data:`JOBID_COLUMNS`) for the rows of ``frame``.
 
-
-def jobid_exprs(job_id: str, job_id_raw: str) -> JobIdExprs:
-    j = pl.col(job_id).str.extract_groups(JOBID_RE)
-    r = pl.col(job_id_raw).str.extract_groups(JOBIDRAW_RE)
-    base = j.struct.field("1").cast(pl.Int64)
-    task = j.struct.field("2").cast(pl.Int64)
-    rng = j.struct.field("3")
-    het = j.struct.field("4").cast(pl.Int64)
-    step = j.struct.field("5")
-    raw = r.struct.field("1").cast(pl.Int64)
-    raw_step = r.struct.field("2")
-    is_array = task.is_not_null() | rng.is_not_null()
-    parent = pl.col(job_id).str.split(".").list.first()
-    bad_job_id = base.is_null()
-    step_mismatch = (step.fill_null("") != raw_step.fill_null("")) & ~bad_job_id
-    return JobIdExprs(
-        parent_job_id=parent,
-        step_id=step,
-        array_job_id=pl.when(is_array).then(base),
-        array_task_id=task,
-        array_task_range=rng,
-        het_job_id=pl.when(het.is_not_null()).then(base),
-        het_offset=het,
-        job_id_raw=raw,
-        raw_step_id=raw_step,
-        is_step=step.is_not_null(),
-        bad_job_id=bad_job_id,
-        bad_job_id_raw=raw.is_null() | step_mismatch,
+    ``job_id`` is the parent's JobID text (without the step part), ``job_id_raw`` the parent's
+    JobIDRaw as Int64, ``step_id`` the step part (null for allocation rows).
+    """
+    j, r = pl.col(job_id), pl.col(job_id_raw)
+    s1 = frame.select(
+        j.alias("_j"),
+        r.alias("_r"),
+        j.str.find(".", literal=True).alias("_dot"),
+        r.str.find(".", literal=True).alias("_rdot"),
+        j.str.contains(JOBID_RE).fill_null(False).alias("_jok"),
+        r.str.contains(JOBIDRAW_RE).fill_null(False).alias("_rok"),
     )
+    s2 = s1.select(
+        pl.col("_j").str.slice(0, pl.col("_dot")).alias("job_id"),
+        pl.when(pl.col("_dot").is_not_null())
+        .then(pl.col("_j").str.slice(pl.col("_dot") + 1))
+        .alias("step_id"),
+        pl.col("_r").str.slice(0, pl.col("_rdot")).str.to_integer(strict=False).alias("job_id_raw"),
+        pl.when(pl.col("_rdot").is_not_null())
+        .then(pl.col("_r").str.slice(pl.col("_rdot") + 1))
+        .alias("_raw_step"),
+        "_jok",
+        "_rok",
+    )
+    parent = pl.col("job_id")
+    has_sub = bool(s2.select(parent.str.contains(r"[_+]").any()).item())
+    if has_sub:
+        us = parent.str.find("_", literal=True)
+        plus = parent.str.find("+", literal=True)
+        s3 = s2.with_columns(us.alias("_us"), plus.alias("_plus"))
+        cut = pl.coalesce("_us", "_plus")
+        base = pl.col("job_id").str.slice(0, cut).str.to_integer(strict=False)
+        tail = pl.col("job_id").str.slice(cut + 1)
+        is_arr = pl.col("_us").is_not_null()
+        is_het = pl.col("_plus").is_not_null()
+        is_range = is_arr & tail.str.starts_with("[")
+        s3 = s3.with_columns(
+            pl.when(is_arr).then(base).alias("array_job_id"),
+            pl.when(is_arr & ~is_range).then(tail.str.to_integer(strict=False)).alias("array_task_id"),
+            pl.when(is_range).then(tail.str.strip_prefix("[").str.strip_suffix("]"))
+            .alias("array_task_range"),
+            pl.when(is_het).then(base).alias("het_job_id"),
+            pl.when(is_het).then(tail.str.to_integer(strict=False)).alias("het_offset"),
+        )  # fmt: skip
+    else:
+        s3 = s2.with_columns(
+            pl.lit(None, dtype=pl.Int64).alias("array_job_id"),
+            pl.lit(None, dtype=pl.Int64).alias("array_task_id"),
+            pl.lit(None, dtype=pl.String).alias("array_task_range"),
+            pl.lit(None, dtype=pl.Int64).alias("het_job_id"),
+            pl.lit(None, dtype=pl.Int64).alias("het_offset"),
+        )
+    same_step = pl.col("step_id").eq_missing(pl.col("_raw_step"))
+    return s3.select(
+        "job_id", "step_id", "job_id_raw", "array_job_id", "array_task_id", "array_task_range",
+        "het_job_id", "het_offset",
+        pl.col("step_id").is_not_null().alias("is_step"),
+        (~pl.col("_jok")).alias("_bad_JobID"),
+        (~pl.col("_rok") | (pl.col("_jok") & ~same_step)).alias("_bad_JobIDRaw"),
+    )  # fmt: skip

@@ -72,51 +72,78 @@ def _is_null_token(col: pl.Expr, tokens: tuple[str, ...]) -> pl.Expr:
     return col.is_null() | col.is_in(list(tokens))
 
 
-@dataclass(frozen=True)
-class TimeExprs:
-    """Expressions for one timestamp column.
+def time_frame(frame: pl.DataFrame, fields: list[str], timezone: str) -> pl.DataFrame:
+    """Parse the timestamp columns ``fields`` of ``frame``.
 
-    ``value``: the UTC instant (for an ambiguous local time: the earlier reading);
-    ``later``: the later reading where the local time is ambiguous, else null;
-    ``bad``: the text is not a timestamp; ``nonexistent``: a local time inside a DST gap.
+    For each field ``F`` the result has ``f`` (lower case: the UTC instant; for an ambiguous local
+    time the earlier reading), ``_later_F`` (the later reading where ambiguous, else null),
+    ``_gap_F`` (a local time inside a DST gap) and ``_bad_F`` (not a timestamp at all, or in a gap).
+    Shapes that do not occur in a column are not computed.
     """
-
-    value: pl.Expr
-    later: pl.Expr
-    bad: pl.Expr
-    nonexistent: pl.Expr
-
-
-def time_exprs(col: str, kinds: TimeKinds, timezone: str) -> TimeExprs:
-    c = pl.col(col)
-    epoch = (c.str.to_integer(strict=False) * _US).cast(pl.Datetime("us"))
-    parts = [epoch]
-    later = pl.lit(None, dtype=pl.Datetime("us"))
-    nonexistent = pl.lit(False)
-    if kinds.naive:
-        naive = c.str.strptime(pl.Datetime("us"), NAIVE_FORMAT, strict=False)
-        if timezone == "UTC":
-            parts.append(naive)
-        else:
-            def _as_utc(ambiguous: str) -> pl.Expr:
-                return (
-                    naive.dt.replace_time_zone(timezone, ambiguous=ambiguous, non_existent="null")
-                    .dt.convert_time_zone("UTC")
-                    .dt.replace_time_zone(None)
-                )
-
-            early, late = _as_utc("earliest"), _as_utc("latest")
-            parts.append(early)
-            later = pl.when(late != early).then(late)
-            nonexistent = naive.is_not_null() & early.is_null()
-    if kinds.offset:
-        parts.append(
-            c.str.strptime(pl.Datetime("us", "UTC"), OFFSET_FORMAT, strict=False)
-            .dt.replace_time_zone(None)
-        )
-    value = pl.coalesce(parts) if len(parts) > 1 else epoch
-    bad = value.is_null() & ~_is_null_token(c, TIME_NULL_TOKENS) & ~nonexistent
-    return TimeExprs(value=value, later=later, bad=bad, nonexistent=nonexistent)
+    kinds = {f: detect_kinds(frame[f]) for f in fields}
+    # stage 1: the parses that apply, each once
+    s1: list[pl.Expr] = []
+    for f in fields:
+        c = pl.col(f)
+        s1.append(c.alias(f"_t_{f}"))
+        s1.append((c.str.to_integer(strict=False) * _US).cast(pl.Datetime("us")).alias(f"_ep_{f}"))
+        if kinds[f].naive:
+            s1.append(c.str.strptime(pl.Datetime("us"), NAIVE_FORMAT, strict=False)
+                      .alias(f"_nv_{f}"))  # fmt: skip
+        if kinds[f].offset:
+            s1.append(
+                c.str.strptime(pl.Datetime("us", "UTC"), OFFSET_FORMAT, strict=False)
+                .dt.replace_time_zone(None).alias(f"_of_{f}")
+            )  # fmt: skip
+    st = frame.select(s1)
+    # stage 2: local → UTC (both readings) where naive local times occur outside UTC
+    s2: list[pl.Expr] = []
+    local = timezone != "UTC"
+    for f in fields:
+        if kinds[f].naive and local:
+            for which in ("earliest", "latest"):
+                s2.append(
+                    pl.col(f"_nv_{f}")
+                    .dt.replace_time_zone(timezone, ambiguous=which, non_existent="null")
+                    .dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+                    .alias(f"_{which}_{f}")
+                )  # fmt: skip
+    if s2:
+        st = st.with_columns(s2)
+    # stage 3: combine
+    s3: list[pl.Expr] = []
+    for f in fields:
+        parts = [pl.col(f"_ep_{f}")]
+        gap = pl.lit(False)
+        later = pl.lit(None, dtype=pl.Datetime("us"))
+        if kinds[f].naive:
+            if local:
+                early, late = pl.col(f"_earliest_{f}"), pl.col(f"_latest_{f}")
+                parts.append(early)
+                later = pl.when(late != early).then(late)
+                gap = pl.col(f"_nv_{f}").is_not_null() & early.is_null()
+            else:
+                parts.append(pl.col(f"_nv_{f}"))
+        if kinds[f].offset:
+            parts.append(pl.col(f"_of_{f}"))
+        s3 += [
+            (pl.coalesce(parts) if len(parts) > 1 else parts[0]).alias(f.lower()),
+            later.alias(f"_later_{f}"),
+            gap.alias(f"_gap_{f}"),
+        ]
+    st = st.with_columns(s3)
+    return st.select(
+        *(pl.col(f.lower()) for f in fields),
+        *(pl.col(f"_later_{f}") for f in fields),
+        *(pl.col(f"_gap_{f}") for f in fields),
+        *(
+            (
+                (pl.col(f.lower()).is_null() & ~_is_null_token(pl.col(f"_t_{f}"), TIME_NULL_TOKENS))
+                | pl.col(f"_gap_{f}")
+            ).alias(f"_bad_{f}")
+            for f in fields
+        ),
+    )
 
 
 def duration_exprs(col: str) -> tuple[pl.Expr, pl.Expr]:

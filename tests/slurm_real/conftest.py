@@ -27,22 +27,16 @@ from types import MappingProxyType
 
 import pytest
 
+from connectors.slurm.fields import SACCT_ENVIRONMENT, SACCT_FIELDS, sacct_command
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_DIR = ROOT / "tests" / "services" / "slurm"
 
-# docs/contracts.md, "The sacct extraction" (to become connectors.slurm.fields.SACCT_FIELDS)
-SACCT_FIELDS: tuple[str, ...] = (
-    "JobID", "JobIDRaw", "User", "UID", "Account", "Partition", "QOS", "State", "ExitCode",
-    "DerivedExitCode", "Submit", "Eligible", "Start", "End", "Elapsed", "ElapsedRaw",
-    "TimelimitRaw", "AllocCPUS", "AllocNodes", "NodeList", "AllocTRES", "ReqTRES", "Cluster",
-    "Reservation", "Reason", "Flags", "WCKey", "JobName", "AdminComment",
-)  # fmt: skip
 # the simulator's sacct-P.txt order: JobName third, so a '|' in a name really shifts fields
 CLASSIC_FIELDS: tuple[str, ...] = (
     "JobID", "JobIDRaw", "JobName", "User",
     *(f for f in SACCT_FIELDS if f not in {"JobID", "JobIDRaw", "JobName", "User"}),
 )  # fmt: skip
-UNIT_SEP = "\x1f"
 
 START_TIMEOUT_S = 1200  # includes apt-get update + install on a fresh machine
 SUBMIT_TIMEOUT_S = 600
@@ -101,14 +95,12 @@ class RealSlurm:
         """sreport start=/end= for the rolled-up hours (UTC, for the default TZ=UTC)."""
         return [f"start={_iso(self.report_start)}", f"end={_iso(self.report_end)}"]
 
-    def sacct_unitsep(self, extra: Sequence[str] = ()) -> str:
-        """The contract's extraction (docs/contracts.md) over the window: epoch times, 0x1f."""
-        return self.sacct(
-            ["--allusers", "--duplicates", "--parsable2", "--noconvert",
-             f"--delimiter={UNIT_SEP}", *self.window_args(),
-             f"--format={','.join(SACCT_FIELDS)}", *extra],
-            env={"SLURM_TIME_FORMAT": "%s"},
-        )  # fmt: skip
+    def sacct_unitsep(self) -> str:
+        """gpuledger's own extraction (connectors.slurm.fields.sacct_command, with
+        SACCT_ENVIRONMENT) over the window: SACCT_FIELDS order, 0x1f, epoch seconds."""
+        argv = sacct_command(_iso(self.window_start), _iso(self.window_end))
+        assert argv[0] == "sacct"
+        return self.sacct(argv[1:], env=SACCT_ENVIRONMENT)
 
 
 def _cannot_run_reason() -> str | None:

@@ -65,7 +65,7 @@ T0=$SECONDS
 # ---------------------------------------------------------------- 1. packages
 need_install=0
 for cmd in slurmctld slurmd slurmdbd sacct sreport sacctmgr mariadbd mariadb-install-db \
-           mariadb munged mungekey; do
+           mariadb munged mungekey pgrep ps; do
   command -v "$cmd" >/dev/null 2>&1 || { need_install=1; break; }
 done
 if [ "$need_install" = 1 ]; then
@@ -82,7 +82,7 @@ if [ "$need_install" = 1 ]; then
   rc=0
   { apt-get -o DPkg::Lock::Timeout=600 update -q \
     && apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends \
-         slurm-wlm slurmdbd mariadb-server munge; } </dev/null || rc=$?
+         slurm-wlm slurmdbd mariadb-server munge procps; } </dev/null || rc=$?
   [ "$added_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
   [ "$rc" = 0 ] || die "apt-get failed (exit $rc)"
 fi

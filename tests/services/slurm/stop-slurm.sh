@@ -82,14 +82,14 @@ done
 term slurmdbd "$S/run/slurmdbd.pid" slurmdbd
 wait_gone
 term mariadbd "$S/mysqlrun/mysqld.pid" mariadbd
-wait_gone
-
-# 4. munged, only when start-slurm.sh started it (it copies the pid file then)
+# 4. munged (no Slurm daemon is left to need it), only when start-slurm.sh started it: it
+#    copies munged's pid file then
 if [ -s "$S/run/munged.pid" ]; then
   term munged "$S/run/munged.pid" munged
   wait_gone
   rm -f /run/munge/munged.pid
 fi
+wait_gone
 
 if [ "$PURGE" = 1 ] && [ -d "$S" ]; then
   case $(realpath -m "$S") in

@@ -1,0 +1,536 @@
+"""Read raw samples from Prometheus into long Polars frames.
+
+Accounting never reads ``query_range`` of gauges: a backfilled (or remote-read) series has no
+staleness marker, so PromQL keeps returning its last value for the 5-minute lookback and a
+``query_range`` count over a week came out 3 % too high on the lab fixture. Instead every read is
+a *raw-sample* instant query ``selector[<window>]`` evaluated at the window's end, over
+non-overlapping windows (default 6 h):
+
+* the range of each request is ``window + 1 ms`` so that both range conventions return every
+  sample of ``[window start, window end]`` -- Prometheus 2.x selects ``[t - r, t]`` (closed), 3.x
+  ``(t - r, t]`` (left-open);
+* each window's samples are then kept only if ``window start <= ts < window end`` and the whole
+  result is de-duplicated on (series, ts), so a sample exactly on a window edge is counted once
+  whatever the server version;
+* the frame is long: one row per sample with ``ts`` (naive ``Datetime("us")``, UTC), ``value``
+  (Float64; ``NaN``/``+Inf`` kept), ``__name__`` and one String column per label (null where a
+  series lacks the label), sorted by the label columns then ``ts``.
+
+JSON goes straight into Polars (``pl.read_json``: no per-sample Python objects) with the cyclic GC
+paused while big bodies are parsed. No pandas. Where ``query_range`` is used at all (dashboards),
+requests are split so that none asks for more than 11,000 points per series.
+
+Errors: connection failures, timeouts, truncated bodies, HTTP 429 and 5xx are retried with
+exponential backoff; then (and at once for other 4xx) a ``SourceError`` naming the URL and the
+query is raised. A metric that does not exist in the window is not an error: the frame is empty
+(``RAW_SAMPLE_BASE`` columns) and the caller decides whether to warn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import json
+import logging
+import re
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import polars as pl
+import requests
+from prometheus_api_client import PrometheusConnect
+from urllib3.util.retry import Retry
+
+from connectors.errors import SourceError
+from connectors.kubernetes.records import RAW_SAMPLE_BASE, SERIES_BASE, TS
+
+log = logging.getLogger(__name__)
+
+MAX_POINTS_PER_SERIES = 11_000  # Prometheus' hard limit for query_range
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+DEFAULT_CHUNK = timedelta(hours=6)
+_BIG_BODY = 1 << 20  # pause the GC while parsing bodies above 1 MiB
+_SELECTOR = re.compile(r"^\s*(?:[A-Za-z_:][A-Za-z0-9_:]*\s*(?:\{.*\})?|\{.*\})\s*$", re.DOTALL)
+_TOO_MANY_SAMPLES = "too many samples"
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+@runtime_checkable
+class MetricsSource(Protocol):
+    """What the KSM / DCGM / Kueue readers need from a metrics store."""
+
+    def raw_samples(self, selector: str, start: datetime, end: datetime) -> pl.DataFrame:
+        """Every stored sample of the series matching `selector` with ``start <= ts < end``."""
+        ...
+
+    def series(self, match: str, start: datetime, end: datetime) -> pl.DataFrame:
+        """One row per series matching `match` with a sample in the window (labels only)."""
+        ...
+
+
+# --------------------------------------------------------------------------- time helpers
+
+
+def utc_naive(value: datetime) -> datetime:
+    """`value` as a naive UTC datetime (naive input is taken to be UTC already)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def epoch_ms(value: datetime) -> int:
+    """Milliseconds since the epoch (Prometheus' timestamp resolution)."""
+    naive = utc_naive(value)
+    return round((naive - datetime(1970, 1, 1)) / timedelta(milliseconds=1))
+
+
+def windows(start: datetime, end: datetime, chunk: timedelta) -> list[tuple[datetime, datetime]]:
+    """Non-overlapping ``[a, b)`` windows covering ``[start, end)``; the last may be shorter."""
+    if chunk <= timedelta(0):
+        msg = f"expected a positive chunk length, found {chunk}"
+        raise ValueError(msg)
+    start, end = utc_naive(start), utc_naive(end)
+    out = []
+    a = start
+    while a < end:
+        b = min(a + chunk, end)
+        out.append((a, b))
+        a = b
+    return out
+
+
+def check_selector(selector: str) -> str:
+    """`selector` stripped, if it is a plain vector selector (a range is appended to it)."""
+    if not _SELECTOR.match(selector) or "[" in selector.rsplit("}", 1)[-1]:
+        msg = f"expected a vector selector like name{{label=\"v\"}}, found {selector!r}"
+        raise ValueError(msg)
+    return selector.strip()
+
+
+# --------------------------------------------------------------------------- frames
+
+
+@contextlib.contextmanager
+def gc_paused(enabled: bool = True) -> Iterator[None]:
+    """Pause the cyclic garbage collector (the biggest cost of parsing large JSON bodies)."""
+    was = gc.isenabled()
+    if enabled and was:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if enabled and was:
+            gc.enable()
+
+
+def empty_raw() -> pl.DataFrame:
+    return pl.DataFrame(schema=RAW_SAMPLE_BASE)
+
+
+def _ordered(frame: pl.DataFrame) -> pl.DataFrame:
+    """ts, value, __name__, then label columns in name order; labels as String."""
+    labels = sorted(c for c in frame.columns if c not in RAW_SAMPLE_BASE)
+    cols = [
+        pl.col("ts").cast(TS),
+        pl.col("value").cast(pl.Float64),
+        (pl.col("__name__") if "__name__" in frame.columns else pl.lit(None))
+        .cast(pl.String)
+        .alias("__name__"),
+        *[pl.col(c).cast(pl.String) for c in labels],
+    ]
+    return frame.select(cols)
+
+
+def frame_from_label_sets(
+    label_sets: list[dict[str, str]], sample_counts: list[int], ts_ms: pl.Series, values: pl.Series
+) -> pl.DataFrame:
+    """Long frame from per-series label dicts and the concatenated samples of those series."""
+    if not label_sets or ts_ms.len() == 0:
+        return empty_raw()
+    keys = sorted({k for labels in label_sets for k in labels})
+    labels = pl.DataFrame(
+        {k: [s.get(k) for s in label_sets] for k in keys},
+        schema=dict.fromkeys(keys, pl.String),
+    )
+    sid = pl.Series("sid", range(len(label_sets)), dtype=pl.UInt32).repeat_by(
+        pl.Series(sample_counts, dtype=pl.UInt32)
+    ).explode()
+    body = pl.DataFrame(
+        {
+            "ts": (ts_ms.cast(pl.Int64) * 1000).cast(TS),
+            "value": values.cast(pl.Float64),
+        }
+    )
+    return _ordered(pl.concat([body, labels[sid]], how="horizontal"))
+
+
+def parse_matrix(body: bytes) -> pl.DataFrame:
+    """A Prometheus ``resultType: matrix`` response body -> long raw-sample frame."""
+    with gc_paused(len(body) > _BIG_BODY):
+        doc = pl.read_json(io.BytesIO(body), infer_schema_length=None)
+    if "status" in doc.columns and doc["status"][0] != "success":
+        msg = f"expected status success, found {doc['status'][0]!r}"
+        raise ValueError(msg)
+    data_type = doc.schema["data"]
+    if not isinstance(data_type, pl.Struct):
+        msg = "expected a data object in the response"
+        raise ValueError(msg)
+    fields = {f.name: f.dtype for f in data_type.fields}
+    kind = doc["data"].struct.field("resultType")[0] if "resultType" in fields else None
+    if kind not in ("matrix", None):
+        msg = f"expected resultType matrix, found {kind!r}"
+        raise ValueError(msg)
+    result_type = fields.get("result")
+    if not isinstance(result_type, pl.List) or not isinstance(result_type.inner, pl.Struct):
+        return empty_raw()
+    series = doc.select(pl.col("data").struct.field("result")).explode("result")
+    series = series.filter(pl.col("result").is_not_null()).unnest("result")
+    if series.height == 0:
+        return empty_raw()
+    series = series.with_row_index("sid")
+    metric_type = series.schema["metric"]
+    label_cols = [f.name for f in metric_type.fields] if isinstance(metric_type, pl.Struct) else []
+    labels = (
+        series.select(pl.col("metric").struct.unnest()) if label_cols else pl.DataFrame()
+    )
+    samples = (
+        series.select("sid", "values")
+        .explode("values")
+        .filter(pl.col("values").is_not_null())
+        .select(
+            "sid",
+            ts_ms=(pl.col("values").list.get(0).cast(pl.Float64) * 1000).round().cast(pl.Int64),
+            value=pl.col("values").list.get(1).cast(pl.Float64),
+        )
+    )
+    body_frame = samples.select(
+        ts=(pl.col("ts_ms") * 1000).cast(TS), value=pl.col("value")
+    )
+    if label_cols:
+        body_frame = pl.concat([body_frame, labels[samples["sid"]]], how="horizontal")
+    return _ordered(body_frame)
+
+
+def parse_series(body: bytes) -> pl.DataFrame:
+    """A ``/api/v1/series`` response body -> one row per series (``__name__`` + labels)."""
+    with gc_paused(len(body) > _BIG_BODY):
+        doc = pl.read_json(io.BytesIO(body), infer_schema_length=None)
+    data_type = doc.schema.get("data")
+    if not isinstance(data_type, pl.List) or not isinstance(data_type.inner, pl.Struct):
+        return pl.DataFrame(schema=SERIES_BASE)
+    rows = doc.select("data").explode("data").filter(pl.col("data").is_not_null()).unnest("data")
+    return order_series(rows)
+
+
+def order_series(rows: pl.DataFrame) -> pl.DataFrame:
+    if "__name__" not in rows.columns:
+        rows = rows.with_columns(pl.lit(None, dtype=pl.String).alias("__name__"))
+    labels = sorted(c for c in rows.columns if c != "__name__")
+    out = rows.select([pl.col("__name__").cast(pl.String)] + [pl.col(c).cast(pl.String)
+                                                            for c in labels])
+    return out.sort([*labels, "__name__"], nulls_last=True) if out.height else out
+
+
+def finish_raw(parts: list[pl.DataFrame], start: datetime, end: datetime) -> pl.DataFrame:
+    """Concatenate window results, keep ``start <= ts < end``, drop duplicate (series, ts), sort."""
+    parts = [p for p in parts if p.height]
+    if not parts:
+        return empty_raw()
+    frame = _ordered(pl.concat(parts, how="diagonal_relaxed"))
+    frame = frame.filter(
+        (pl.col("ts") >= utc_naive(start)) & (pl.col("ts") < utc_naive(end))
+    )
+    key = [c for c in frame.columns if c != "value"]
+    frame = frame.unique(subset=key, keep="first", maintain_order=True)
+    labels = [c for c in frame.columns if c not in ("ts", "value")]
+    return frame.sort([*labels, "ts"], nulls_last=True)
+
+
+# --------------------------------------------------------------------------- HTTP source
+
+
+@dataclass(frozen=True)
+class PrometheusConfig:
+    """How to reach a Prometheus-compatible HTTP API (Prometheus, Thanos, Mimir, VictoriaMetrics).
+
+    ``bearer_token_file`` is re-read before every request (projected service-account tokens
+    rotate). ``basic_auth_password_file`` wins over ``basic_auth_password``. ``ca_bundle`` is a PEM
+    file used to verify the server; ``verify_tls=False`` disables verification (not recommended).
+    """
+
+    url: str
+    bearer_token_file: Path | None = None
+    basic_auth_user: str | None = None
+    basic_auth_password: str | None = field(default=None, repr=False)
+    basic_auth_password_file: Path | None = None
+    ca_bundle: Path | None = None
+    verify_tls: bool = True
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 120.0
+    retries: int = 3
+    backoff_s: float = 1.0  # sleep backoff_s * 2**attempt between attempts
+    chunk: timedelta = DEFAULT_CHUNK  # raw-sample window per request
+    method: str = "GET"
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            msg = f"expected an http(s) URL for Prometheus, found {self.url!r}"
+            raise ValueError(msg)
+        if self.retries < 0 or self.timeout_s <= 0 or self.backoff_s < 0:
+            msg = "expected retries >= 0, timeout_s > 0 and backoff_s >= 0"
+            raise ValueError(msg)
+        if self.method.upper() not in ("GET", "POST"):
+            msg = f"expected method GET or POST, found {self.method!r}"
+            raise ValueError(msg)
+
+    @property
+    def base_url(self) -> str:
+        return self.url.rstrip("/")
+
+
+class PrometheusHttpSource:
+    """`MetricsSource` over the Prometheus HTTP API, configured through prometheus-api-client.
+
+    ``client`` is the underlying ``PrometheusConnect`` (its session carries TLS, basic auth, the
+    headers and the transport adapter); the raw-sample reads go through that same session but
+    parse the body with Polars instead of ``response.json()``.
+    """
+
+    def __init__(self, config: PrometheusConfig, *, sleep=time.sleep) -> None:
+        self.config = config
+        self._sleep = sleep
+        session = requests.Session()
+        if config.ca_bundle is not None:
+            session.verify = str(config.ca_bundle)
+        elif not config.verify_tls:
+            session.verify = False
+        auth = None
+        if config.basic_auth_user is not None:
+            password = config.basic_auth_password or ""
+            if config.basic_auth_password_file is not None:
+                password = _read_secret(config.basic_auth_password_file)
+            auth = (config.basic_auth_user, password)
+        self.client = PrometheusConnect(
+            url=config.base_url,
+            headers=self._headers(),
+            session=session,
+            # retries are ours (below): they also cover bodies cut off mid-read
+            retry=Retry(total=0, raise_on_status=False),
+            auth=auth,
+            timeout=config.timeout_s,
+            method=config.method.upper(),
+        )
+        self._session = session
+        self._auth = auth
+        self.warnings: list[str] = []  # "warnings" returned by the server, with the query
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json", **dict(self.config.headers)}
+        if self.config.bearer_token_file is not None:
+            token = _read_secret(self.config.bearer_token_file)
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> PrometheusHttpSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, path: str, params: dict[str, str], what: str) -> bytes:
+        """Body of a successful response; retries transient failures, else SourceError."""
+        url = f"{self.config.base_url}{path}"
+        attempts = self.config.retries + 1
+        last = ""
+        for attempt in range(attempts):
+            if attempt:
+                self._sleep(self.config.backoff_s * 2 ** (attempt - 1))
+            headers = self._headers()
+            self.client.headers = headers
+            try:
+                if self.config.method.upper() == "POST" and path != "/api/v1/series":
+                    response = self._session.post(
+                        url, data=params, headers=headers, auth=self._auth,
+                        timeout=self.config.timeout_s,
+                    )
+                else:
+                    response = self._session.get(
+                        url, params=params, headers=headers, auth=self._auth,
+                        timeout=self.config.timeout_s,
+                    )
+                body = response.content  # the whole body: a cut connection raises here
+            except (
+                requests.ConnectionError,
+                requests.Timeout,
+                requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError,
+            ) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                log.info("prometheus %s attempt %d/%d failed: %s", url, attempt + 1, attempts,
+                         last)
+                continue
+            except requests.RequestException as exc:
+                msg = f"Prometheus at {url}: query {what!r} failed: {type(exc).__name__}: {exc}"
+                raise SourceError(msg) from exc
+            if response.status_code == 200:
+                return body
+            detail = _error_detail(body)
+            last = f"HTTP {response.status_code}: {detail}"
+            if response.status_code in RETRY_STATUS:
+                log.info("prometheus %s attempt %d/%d: %s", url, attempt + 1, attempts, last)
+                continue
+            raise _HttpError(url, what, response.status_code, detail)
+        msg = (
+            f"Prometheus at {url} did not answer query {what!r} after {attempts} attempt(s): "
+            f"{last}"
+        )
+        raise SourceError(msg)
+
+    def _note_warnings(self, body: bytes, what: str) -> None:
+        if b'"warnings"' not in body[-4096:] and b'"warnings"' not in body[:4096]:
+            return
+        with contextlib.suppress(ValueError):
+            found = json.loads(body).get("warnings") or []
+            self.warnings.extend(f"{what}: {w}" for w in found)
+
+    # ------------------------------------------------------------------ MetricsSource
+
+    def raw_samples(self, selector: str, start: datetime, end: datetime) -> pl.DataFrame:
+        parts = list(self.iter_raw_samples(selector, start, end))
+        return finish_raw(parts, start, end)
+
+    def iter_raw_samples(
+        self, selector: str, start: datetime, end: datetime
+    ) -> Iterator[pl.DataFrame]:
+        """The raw samples window by window (each already limited to its own ``[a, b)``)."""
+        selector = check_selector(selector)
+        for a, b in windows(start, end, self.config.chunk):
+            yield from self._window(selector, a, b)
+
+    def _window(self, selector: str, a: datetime, b: datetime) -> Iterator[pl.DataFrame]:
+        range_ms = epoch_ms(b) - epoch_ms(a) + 1
+        query = f"{selector}[{range_ms}ms]"
+        params = {"query": query, "time": f"{epoch_ms(b) / 1000:.3f}"}
+        try:
+            body = self._request("/api/v1/query", params, query)
+        except _HttpError as exc:
+            # Too many samples for one request (--query.max-samples): halve the window.
+            if exc.status == 422 and _TOO_MANY_SAMPLES in exc.detail and b - a > timedelta(
+                minutes=1
+            ):
+                mid = a + (b - a) / 2
+                mid = mid.replace(microsecond=(mid.microsecond // 1000) * 1000)
+                yield from self._window(selector, a, mid)
+                yield from self._window(selector, mid, b)
+                return
+            raise SourceError(str(exc)) from exc
+        self._note_warnings(body, query)
+        try:
+            frame = parse_matrix(body)
+        except (ValueError, pl.exceptions.PolarsError) as exc:
+            msg = (
+                f"Prometheus at {self.config.base_url}: query {query!r}: expected a matrix JSON "
+                f"response, found {body[:200]!r} ({exc})"
+            )
+            raise SourceError(msg) from exc
+        yield frame.filter((pl.col("ts") >= a) & (pl.col("ts") < b))
+
+    def series(self, match: str, start: datetime, end: datetime) -> pl.DataFrame:
+        params = {
+            "match[]": match,
+            "start": f"{epoch_ms(start) / 1000:.3f}",
+            "end": f"{(epoch_ms(end) - 1) / 1000:.3f}",
+        }
+        try:
+            body = self._request("/api/v1/series", params, f"series {match}")
+        except _HttpError as exc:
+            raise SourceError(str(exc)) from exc
+        try:
+            return parse_series(body)
+        except (ValueError, pl.exceptions.PolarsError) as exc:
+            msg = f"Prometheus at {self.config.base_url}: series {match!r}: bad response ({exc})"
+            raise SourceError(msg) from exc
+
+    # ------------------------------------------------------------------ dashboards only
+
+    def query_range(
+        self, query: str, start: datetime, end: datetime, step: timedelta
+    ) -> pl.DataFrame:
+        """``/api/v1/query_range`` split so no request exceeds 11,000 points per series.
+
+        For dashboards and aggregates only: evaluated values, lookback-filled, not raw samples.
+        Steps are ``start, start + step, ...`` up to and including ``end``.
+        """
+        step_ms = round(step / timedelta(milliseconds=1))
+        if step_ms <= 0:
+            msg = f"expected a positive step, found {step}"
+            raise ValueError(msg)
+        parts = []
+        for a_ms, b_ms in range_chunks(epoch_ms(start), epoch_ms(end), step_ms):
+            params = {
+                "query": query,
+                "start": f"{a_ms / 1000:.3f}",
+                "end": f"{b_ms / 1000:.3f}",
+                "step": f"{step_ms / 1000:.3f}",
+            }
+            try:
+                body = self._request("/api/v1/query_range", params, query)
+            except _HttpError as exc:
+                raise SourceError(str(exc)) from exc
+            parts.append(parse_matrix(body))
+        parts = [p for p in parts if p.height]
+        if not parts:
+            return empty_raw()
+        frame = _ordered(pl.concat(parts, how="diagonal_relaxed"))
+        labels = [c for c in frame.columns if c not in ("ts", "value")]
+        return frame.sort([*labels, "ts"], nulls_last=True)
+
+
+def range_chunks(start_ms: int, end_ms: int, step_ms: int,
+                 max_points: int = MAX_POINTS_PER_SERIES) -> list[tuple[int, int]]:
+    """``[a, b]`` step-aligned chunks of ``[start, end]``, each with at most `max_points` steps."""
+    out = []
+    span = step_ms * (max_points - 1)
+    a = start_ms
+    while a <= end_ms:
+        b = min(a + span, end_ms)
+        b = a + ((b - a) // step_ms) * step_ms
+        out.append((a, b))
+        a = b + step_ms
+    return out
+
+
+class _HttpError(Exception):
+    def __init__(self, url: str, what: str, status: int, detail: str) -> None:
+        self.url, self.what, self.status, self.detail = url, what, status, detail
+        super().__init__(f"Prometheus at {url}: query {what!r} failed: HTTP {status}: {detail}")
+
+
+def _error_detail(body: bytes) -> str:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return body[:300].decode("utf-8", "replace")
+    if isinstance(doc, dict) and "error" in doc:
+        return f"{doc.get('errorType', '')}: {doc['error']}".strip(": ")
+    return body[:300].decode("utf-8", "replace")
+
+
+def _read_secret(path: Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        msg = f"cannot read the secret file {path}: {exc}"
+        raise SourceError(msg) from exc

@@ -1,0 +1,168 @@
+"""Explicit Polars schemas of every frame the Kubernetes/Prometheus connectors return.
+
+Times are naive ``pl.Datetime("us")`` meaning UTC (docs/contracts.md). Label values are strings;
+a label a series does not carry is null (Prometheus drops ``label=""`` on ingest, so "empty" and
+"absent" are the same thing in stored data).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+TS = pl.Datetime("us")
+
+# --------------------------------------------------------------------------- raw samples
+
+# Fixed leading columns of a raw-sample frame; one String column per label follows, in name order.
+RAW_SAMPLE_BASE = {
+    "ts": TS,
+    "value": pl.Float64,
+    "__name__": pl.String,
+}
+
+# Fixed leading column of a series frame (``MetricsSource.series``); label columns follow.
+SERIES_BASE = {"__name__": pl.String}
+
+# --------------------------------------------------------------------------- kube-state-metrics
+
+POD_GPU_ALLOCATION_SCHEMA = {
+    "namespace": pl.String,
+    "pod": pl.String,
+    "uid": pl.String,
+    "node": pl.String,
+    "gpus": pl.Int64,
+    "start_ts": TS,  # first Running sample (clipped to the query window)
+    "end_ts": TS,  # last Running sample + scrape interval (clipped), exclusive
+    "samples": pl.Int64,  # Running samples inside [start_ts, end_ts)
+    "scrape_interval_s": pl.Float64,
+    "gpu_seconds": pl.Float64,  # gpus x (end_ts - start_ts)
+    "service_account": pl.String,
+    "labels": pl.String,  # JSON object {"<k8s label as exported, without label_>": value}
+    "queue_name": pl.String,  # label_kueue_x_k8s_io_queue_name (LocalQueue)
+    "owner_kind": pl.String,
+    "owner_name": pl.String,
+}
+
+NODE_GPU_CAPACITY_SCHEMA = {
+    "node": pl.String,
+    "start_ts": TS,
+    "end_ts": TS,
+    "capacity_gpus": pl.Int64,
+    "allocatable_gpus": pl.Int64,  # null: kube_node_status_allocatable absent
+    "unschedulable": pl.Boolean,  # null: kube_node_spec_unschedulable absent
+    "samples": pl.Int64,
+    "scrape_interval_s": pl.Float64,
+}
+
+# --------------------------------------------------------------------------- dcgm-exporter
+
+GPU_UTILIZATION_SCHEMA = {
+    "gpu_uuid": pl.String,
+    "gpu_instance": pl.String,  # MIG GPU_I_ID; null for a whole GPU
+    "node": pl.String,
+    "gpu_index": pl.Int32,
+    "gpu_model": pl.String,
+    "bucket_start": TS,
+    "busy_fraction": pl.Float64,  # mean of the samples, 0..1
+    "samples": pl.Int64,
+    "namespace": pl.String,
+    "pod": pl.String,
+    "container": pl.String,
+    "pod_uid": pl.String,
+    "hpc_job": pl.String,
+    "metric": pl.String,  # DCGM_FI_PROF_GR_ENGINE_ACTIVE if any sample of the row came from it
+}
+
+GPU_BUSY_DAILY_SCHEMA = {
+    "gpu_uuid": pl.String,
+    "gpu_instance": pl.String,
+    "node": pl.String,
+    "day": pl.Date,
+    "busy_seconds": pl.Float64,  # sum of value x seconds the sample stands for
+    "covered_seconds": pl.Float64,  # seconds with data (gaps excluded)
+    "samples": pl.Int64,
+    "scrape_interval_s": pl.Float64,
+}
+
+# --------------------------------------------------------------------------- Kueue
+
+KUEUE_COUNTER_SCHEMA = {
+    "metric": pl.String,  # e.g. kueue_admitted_workloads_total
+    "window_start": TS,
+    "window_end": TS,
+    "cluster_queue": pl.String,  # preempting_cluster_queue for kueue_preempted_workloads_total
+    "reason": pl.String,  # null for counters without a reason label
+    "increase": pl.Float64,
+    "resets": pl.Int64,
+    "samples": pl.Int64,
+}
+
+KUEUE_PENDING_SCHEMA = {
+    "window_start": TS,
+    "window_end": TS,
+    "cluster_queue": pl.String,
+    "status": pl.String,  # active | inadmissible
+    "mean": pl.Float64,
+    "max": pl.Float64,
+    "last": pl.Float64,
+    "workload_seconds": pl.Float64,  # sum of value x seconds each sample stands for (gap-aware)
+    "samples": pl.Int64,
+}
+
+KUEUE_WAIT_BUCKET_SCHEMA = {
+    "window_start": TS,
+    "window_end": TS,
+    "cluster_queue": pl.String,
+    "le": pl.Float64,  # upper bound, +inf for the last bucket
+    "cumulative_count": pl.Float64,  # admissions in the window with wait <= le
+    "bucket_count": pl.Float64,  # admissions with previous le < wait <= le
+}
+
+KUEUE_WAIT_SUMMARY_SCHEMA = {
+    "window_start": TS,
+    "window_end": TS,
+    "cluster_queue": pl.String,
+    "count": pl.Float64,
+    "sum_seconds": pl.Float64,
+    "mean_seconds": pl.Float64,  # null when count == 0
+}
+
+KUEUE_QUEUE_RESOURCE_SCHEMA = {
+    "metric": pl.String,  # usage | reservation | nominal_quota | borrowing_limit | lending_limit
+    "window_start": TS,
+    "window_end": TS,
+    "cohort": pl.String,
+    "cluster_queue": pl.String,
+    "flavor": pl.String,
+    "resource": pl.String,
+    "mean": pl.Float64,
+    "max": pl.Float64,
+    "last": pl.Float64,
+    "samples": pl.Int64,
+}
+
+
+def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    return pl.DataFrame(schema=schema)
+
+
+def conform(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """`frame` with exactly `schema`'s columns, in order and cast (missing columns are null)."""
+    return frame.select(
+        [
+            (pl.col(name) if name in frame.columns else pl.lit(None)).cast(dtype).alias(name)
+            for name, dtype in schema.items()
+        ]
+    )
+
+
+def label_columns(frame: pl.DataFrame) -> list[str]:
+    """The label columns of a raw-sample frame (everything but ts, value), sorted."""
+    return sorted(c for c in frame.columns if c not in ("ts", "value"))
+
+
+def label(frame: pl.DataFrame, name: str) -> pl.Expr:
+    """``pl.col(name)`` or a null String when the frame has no such label column."""
+    if name in frame.columns:
+        return pl.col(name)
+    return pl.lit(None, dtype=pl.String)

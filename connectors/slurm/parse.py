@@ -1,0 +1,893 @@
+"""Parse a ``sacct --parsable2`` dump into typed run and step frames.
+
+What goes where
+---------------
+- allocation rows (``123``, ``123_4``, ``123_[5-9%2]``, ``123+1``) → ``runs``
+  (:data:`connectors.slurm.records.RUNS_SCHEMA`);
+- step rows (``123.batch``, ``123.extern``, ``123.0``, ``15+1.0`` …) → ``steps``
+  (:data:`connectors.slurm.records.STEPS_SCHEMA`);
+- every line that cannot be loaded → a :class:`connectors.errors.Reject` with the file, the 1-based
+  line number (the header is line 1), the field, an "expected …, found …" reason and the raw line.
+
+Nothing is dropped silently: ``lines_read == runs.height + steps.height + len(rejects) +
+blank_lines`` (``lines_read`` counts the lines after the header).
+
+Run keys (requeues)
+-------------------
+With ``--duplicates`` a requeued job has one allocation row per run, all with the same JobID and
+JobIDRaw. Slurm resets ``Submit`` at each requeue, so ``run_key = {cluster}:{job_id_raw}:{submit}``
+(submit as epoch seconds; ``none`` when Submit is Unknown) is stable across re-ingests of
+overlapping windows. If several rows of one dump still share a key (a requeue within the same
+second as the submit), they are ordered by start, then end (nulls last), then line number; the first
+keeps the plain key and the n-th (n ≥ 2) gets ``#n`` appended (``gpulab:20:1796017424#2``). This is
+deterministic and does not depend on the order of the lines, only on the rows' own times.
+
+Steps carry the ``run_key`` of their run: sacct prints each run's steps right after its allocation
+row, so a step belongs to the nearest allocation row above it with the same cluster and JobIDRaw
+(for a dump whose lines were reordered: the nearest one below it; null when the allocation is not
+in the dump at all).
+
+Stray separators (``|`` in names under plain ``-P``)
+-----------------------------------------------------
+Lines are split with vectorized Polars; only lines whose separator count differs from the header's
+go through a Python path:
+
+- fewer fields than the header → rejected;
+- more fields and exactly one free-text field (:data:`FREE_TEXT_FIELDS`) in the header → the extra
+  separators belong to it without doubt;
+- more fields and several free-text fields → every placement of the extra separators among them is
+  tried; a placement is kept when every other field parses (State, times, ids, TRES, numbers,
+  NodeList …) and the free-text fields are plausible (AdminComment empty, JSON or a jobstats
+  ``JS1:`` blob; WCKey a single word). Exactly one such placement → the line loads; none or several
+  → rejected ("ambiguous: 1 extra separator(s) could belong to JobName or AdminComment").
+  Columns are never shifted silently.
+
+Times
+-----
+See :mod:`connectors.slurm.timefmt`. A naive local time in the repeated DST hour is resolved from
+the same row when only one reading keeps ``Submit ≤ Eligible ≤ Start ≤ End`` and
+``End − Start = ElapsedRaw``; otherwise the line is rejected.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from connectors.errors import Reject, SourceError
+from connectors.slurm.fields import FREE_TEXT_FIELDS as CONTRACT_FREE_TEXT_FIELDS
+from connectors.slurm.fields import UNIT_SEPARATOR
+from connectors.slurm.hostlist import expand_hostlist_column
+from connectors.slurm.jobid import JOBID_EXPECTED, JOBIDRAW_EXPECTED, jobid_frame
+from connectors.slurm.records import (
+    NODE_ALLOCATIONS_SCHEMA,
+    RUNS_SCHEMA,
+    STEPS_SCHEMA,
+)
+from connectors.slurm.states import EXIT_EXPECTED, STATE_EXPECTED, exit_exprs, state_exprs
+from connectors.slurm.timefmt import (
+    DURATION_EXPECTED,
+    TIME_EXPECTED,
+    check_timezone,
+    duration_exprs,
+    raw_seconds_exprs,
+    time_frame,
+)
+from connectors.slurm.tres import TRES_EXPECTED, tres_exprs
+
+SOURCE = "sacct"
+
+#: Fields the parser reads (canonical spelling). Anything else in a header is ignored.
+KNOWN_FIELDS: tuple[str, ...] = (
+    "JobID", "JobIDRaw", "JobName", "User", "UID", "Account", "Partition", "QOS", "State",
+    "ExitCode", "DerivedExitCode", "Submit", "Eligible", "Start", "End", "Elapsed", "ElapsedRaw",
+    "Timelimit", "TimelimitRaw", "AllocCPUS", "AllocNodes", "NodeList", "AllocTRES", "ReqTRES",
+    "Cluster", "Reservation", "Reason", "Flags", "WCKey", "AdminComment",
+)  # fmt: skip
+_ALIASES = {"NNODES": "AllocNodes", "NCPUS": "AllocCPUS"}
+
+#: A dump without these cannot give GPU-seconds per run.
+REQUIRED_FIELDS: tuple[str, ...] = (
+    "JobID", "JobIDRaw", "Cluster", "State", "Submit", "Start", "End", "NodeList", "AllocTRES",
+)  # fmt: skip
+
+#: Fields whose text is free (user-given or arbitrary): only they may hold a stray separator.
+FREE_TEXT_FIELDS: frozenset[str] = frozenset(CONTRACT_FREE_TEXT_FIELDS) | {
+    "JobName", "AdminComment", "SystemComment", "Comment", "WCKey", "SubmitLine", "WorkDir",
+    "Constraints", "Container",
+}  # fmt: skip
+
+TIME_FIELDS: tuple[str, ...] = ("Submit", "Eligible", "Start", "End")
+MAX_PLACEMENTS = 2_000
+
+
+class SacctFormatError(SourceError):
+    """The dump as a whole cannot be read: no header, required fields missing, no delimiter."""
+
+
+@dataclass(frozen=True)
+class SacctParse:
+    """The result of :func:`parse_sacct`.
+
+    ``lines_read`` counts the lines after the header (blank ones included), so
+    ``lines_read == runs.height + steps.height + len(rejects) + blank_lines``.
+    """
+
+    runs: pl.DataFrame
+    steps: pl.DataFrame
+    rejects: list[Reject]
+    lines_read: int
+    blank_lines: int = 0
+    delimiter: str = "|"
+    fields: tuple[str, ...] = field(default=())
+
+    def check_counts(self) -> None:
+        """Raise ``AssertionError`` unless every line is accounted for."""
+        accounted = self.runs.height + self.steps.height + len(self.rejects) + self.blank_lines
+        if accounted != self.lines_read:
+            msg = f"expected {self.lines_read} lines accounted for, found {accounted}"
+            raise AssertionError(msg)
+
+
+# --------------------------------------------------------------------------------------------
+# reading
+
+
+def _read_lines(source: Path | str | bytes, source_file: str) -> tuple[pl.DataFrame, list[Reject]]:
+    """All lines as a frame (``line_no`` 1-based, ``line``), and rejects for non-UTF-8 lines."""
+    data: Path | bytes
+    if isinstance(source, Path):
+        if not source.is_file():
+            msg = f"expected a sacct dump at {source}, found none"
+            raise SourceError(msg)
+        data = gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source
+    elif isinstance(source, str):
+        data = source.encode("utf-8")
+    else:
+        data = bytes(source)
+    try:
+        lines = pl.read_lines(data if isinstance(data, bytes) else str(data), name="line")
+    except pl.exceptions.ComputeError:
+        raw = data if isinstance(data, bytes) else data.read_bytes()
+        return _read_lines_lenient(raw, source_file)
+    return lines.with_row_index("line_no", offset=1), []
+
+
+def _read_lines_lenient(raw: bytes, source_file: str) -> tuple[pl.DataFrame, list[Reject]]:
+    """The slow way, for input with invalid UTF-8: such lines become rejects."""
+    parts = raw.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    line_nos: list[int] = []
+    texts: list[str] = []
+    rejects: list[Reject] = []
+    for no, part in enumerate(parts, start=1):
+        if part.endswith(b"\r"):
+            part = part[:-1]
+        try:
+            texts.append(part.decode("utf-8"))
+            line_nos.append(no)
+        except UnicodeDecodeError as exc:
+            rejects.append(Reject(SOURCE, source_file, no, "line",
+                                  f"expected UTF-8 text, found invalid bytes ({exc.reason} at "
+                                  f"byte {exc.start})", part.decode("utf-8", "replace")))  # fmt: skip
+    frame = pl.DataFrame(
+        {"line_no": line_nos, "line": texts}, schema={"line_no": pl.UInt32, "line": pl.String}
+    )
+    return frame, rejects
+
+
+def _canonical(name: str) -> str | None:
+    key = name.strip().upper()
+    if key in _ALIASES:
+        return _ALIASES[key]
+    for known in KNOWN_FIELDS:
+        if known.upper() == key:
+            return known
+    for free in FREE_TEXT_FIELDS:
+        if free.upper() == key:
+            return free
+    return None
+
+
+def _detect_delimiter(header: str, source_file: str) -> str:
+    if UNIT_SEPARATOR in header:
+        return UNIT_SEPARATOR
+    if "|" in header:
+        return "|"
+    msg = (f"{source_file}: expected a header line with fields separated by '|' or the unit "
+           f"separator (0x1f), found {header[:200]!r}; pass delimiter= for another separator")  # fmt: skip
+    raise SacctFormatError(msg)
+
+
+def _header_fields(header: str, sep: str, source_file: str) -> list[str | None]:
+    names = header.split(sep)
+    canon = [_canonical(n) for n in names]
+    seen: set[str] = set()
+    for c in canon:
+        if c is not None:
+            if c in seen:
+                msg = f"{source_file}: expected each sacct field once in the header, found {c} twice"
+                raise SacctFormatError(msg)
+            seen.add(c)
+    missing = [f for f in REQUIRED_FIELDS if f not in seen]
+    if missing:
+        hint = ""
+        if names and _canonical(names[0]) is None:
+            hint = " (is the header missing? sacct must run without --noheader)"
+        msg = (f"{source_file}: expected the sacct fields {', '.join(REQUIRED_FIELDS)} in the "
+               f"header, found {', '.join(n.strip() for n in names)[:500]}; missing "
+               f"{', '.join(missing)}{hint}")  # fmt: skip
+        raise SacctFormatError(msg)
+    return canon
+
+
+# --------------------------------------------------------------------------------------------
+# typed columns and validation
+
+
+@dataclass(frozen=True)
+class _Check:
+    field: str
+    expected: str
+
+
+def _lookup(values: pl.Series, build: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame:
+    """Compute ``build`` once per distinct value (column ``_k``) and spread it over the rows.
+
+    TRES strings, states, exit codes, node lists, time limits … repeat a lot in a dump; parsing
+    the distinct values and joining back is several times faster than parsing every row.
+    """
+    table = build(pl.DataFrame({"_k": values.unique()}, schema={"_k": pl.String}))
+    return (
+        pl.DataFrame({"_k": values}, schema={"_k": pl.String})
+        .join(table, on="_k", how="left", nulls_equal=True, maintain_order="left")
+        .drop("_k")
+    )
+
+
+def _typed(raw: pl.DataFrame, present: set[str], timezone: str) -> tuple[pl.DataFrame, list[_Check]]:
+    """Typed columns, ``_bad_<Field>`` flags, and ambiguity columns, for a frame of raw texts.
+
+    ``raw`` has ``line_no`` and one String column per field of :data:`KNOWN_FIELDS` (null when the
+    dump does not have the field). Returns the checks that apply (fields present in the dump).
+    """
+    ids = jobid_frame(raw)
+    times = time_frame(raw, list(TIME_FIELDS), timezone)
+
+    def k_state(f: pl.DataFrame) -> pl.DataFrame:
+        e = state_exprs("_k")
+        return f.select("_k", e.state.alias("state"), e.cancelled_by_uid.alias("cancelled_by_uid"),
+                        e.bad.fill_null(False).alias("_bad_State"))  # fmt: skip
+
+    def k_exit(prefix: str, field_name: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
+        def build(f: pl.DataFrame) -> pl.DataFrame:
+            code, sig, bad = exit_exprs("_k")
+            return f.select("_k", code.alias(f"{prefix}exit_code"),
+                            sig.alias(f"{prefix}exit_signal"),
+                            bad.fill_null(False).alias(f"_bad_{field_name}"))  # fmt: skip
+        return build
+
+    def k_tres(prefix: str, field_name: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
+        def build(f: pl.DataFrame) -> pl.DataFrame:
+            t = tres_exprs("_k")
+            cols = [t.gpus.alias(f"{prefix}_gpus"), t.mem_bytes.alias(f"{prefix}_mem_bytes")]
+            if prefix == "alloc":
+                cols += [t.gpu_types.alias("alloc_gpu_types"), t.billing.alias("alloc_billing")]
+            return f.select("_k", *cols, t.bad.fill_null(False).alias(f"_bad_{field_name}"))
+        return build
+
+    def k_duration(out: str, field_name: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
+        def build(f: pl.DataFrame) -> pl.DataFrame:
+            value, bad = duration_exprs("_k")
+            return f.select("_k", value.alias(out), bad.fill_null(False).alias(f"_bad_{field_name}"))
+        return build
+
+    def k_minutes(f: pl.DataFrame) -> pl.DataFrame:
+        value, bad = raw_seconds_exprs("_k", factor=60)
+        return f.select("_k", value.alias("_tl_raw"), bad.fill_null(False).alias("_bad_TimelimitRaw"))
+
+    def k_match(pattern: str, field_name: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
+        def build(f: pl.DataFrame) -> pl.DataFrame:
+            return f.select("_k", (~pl.col("_k").str.contains(pattern)).fill_null(False)
+                            .alias(f"_bad_{field_name}"))  # fmt: skip
+        return build
+
+    parts = [
+        _lookup(raw["State"], k_state),
+        _lookup(raw["ExitCode"], k_exit("", "ExitCode")),
+        _lookup(raw["DerivedExitCode"], k_exit("derived_", "DerivedExitCode")),
+        _lookup(raw["AllocTRES"], k_tres("alloc", "AllocTRES")),
+        _lookup(raw["ReqTRES"], k_tres("req", "ReqTRES")),
+        _lookup(raw["Elapsed"], k_duration("_el", "Elapsed")),
+        _lookup(raw["Timelimit"], k_duration("_tl", "Timelimit")),
+        _lookup(raw["TimelimitRaw"], k_minutes),
+        _lookup(raw["Cluster"], k_match(r"^\S+$", "Cluster")),
+        _lookup(raw["Flags"], k_match(r"^[A-Za-z_,]*$", "Flags")),
+    ]
+    nodes, nodes_err = expand_hostlist_column(raw["NodeList"])
+
+    def num(col: str) -> tuple[pl.Expr, pl.Expr]:
+        c = pl.col(col)
+        n = c.str.to_integer(strict=False)
+        return n, ((n.is_null() & (c != "")) | (n < 0)).fill_null(False)
+
+    uid, uid_bad = num("UID")
+    cpus, cpus_bad = num("AllocCPUS")
+    nnodes, nnodes_bad = num("AllocNodes")
+    el_raw, el_raw_bad = raw_seconds_exprs("ElapsedRaw")
+    direct = raw.select(
+        pl.col("line_no").cast(pl.Int64),
+        pl.col("JobID").alias("job_id_text"),
+        pl.col("JobName").alias("job_name"),
+        pl.col("User").alias("user"),
+        uid.alias("uid"),
+        uid_bad.alias("_bad_UID"),
+        pl.col("Account").alias("account"),
+        pl.col("Partition").alias("partition"),
+        pl.col("QOS").alias("qos"),
+        cpus.alias("alloc_cpus"),
+        cpus_bad.alias("_bad_AllocCPUS"),
+        nnodes.alias("alloc_nodes"),
+        nnodes_bad.alias("_bad_AllocNodes"),
+        el_raw.alias("_el_raw"),
+        el_raw_bad.fill_null(False).alias("_bad_ElapsedRaw"),
+        pl.col("NodeList").alias("nodelist"),
+        pl.col("AllocTRES").alias("alloc_tres"),
+        pl.col("ReqTRES").alias("req_tres"),
+        pl.col("Cluster").alias("cluster"),
+        pl.col("Reservation").alias("reservation"),
+        pl.col("Reason").alias("reason"),
+        pl.col("Flags").alias("flags"),
+        pl.col("WCKey").alias("wckey"),
+        pl.col("AdminComment").alias("admin_comment"),
+    )
+    out = pl.concat([direct, ids, times, *parts], how="horizontal").with_columns(
+        pl.coalesce("_el_raw", "_el").alias("elapsed_s"),
+        pl.coalesce("_tl_raw", "_tl").alias("timelimit_s"),
+        nodes.alias("nodes"),
+        nodes_err.alias("_nodes_err"),
+        nodes_err.is_not_null().alias("_bad_NodeList"),
+    )
+    checks = [_Check(f, _EXPECTED[f]) for f in _EXPECTED if f in present]
+    return out, checks
+
+
+_EXPECTED: dict[str, str] = {
+    "JobID": JOBID_EXPECTED,
+    "JobIDRaw": JOBIDRAW_EXPECTED,
+    "State": STATE_EXPECTED,
+    "ExitCode": EXIT_EXPECTED,
+    "DerivedExitCode": EXIT_EXPECTED,
+    "UID": "expected a numeric uid or nothing",
+    "AllocCPUS": "expected a CPU count",
+    "AllocNodes": "expected a node count",
+    **dict.fromkeys(TIME_FIELDS, TIME_EXPECTED),
+    "ElapsedRaw": "expected whole seconds",
+    "Elapsed": DURATION_EXPECTED,
+    "TimelimitRaw": "expected whole minutes, UNLIMITED or Partition_Limit",
+    "Timelimit": DURATION_EXPECTED,
+    "AllocTRES": TRES_EXPECTED,
+    "ReqTRES": TRES_EXPECTED,
+    "Cluster": "expected a cluster name",
+    "Flags": "expected comma-separated flag words such as SchedMain,StartRecieved",
+    "NodeList": "expected a Slurm hostlist such as gpu-[01-03,07]",
+}
+
+
+def _bad_any(checks: list[_Check]) -> pl.Expr:
+    return pl.any_horizontal([pl.col(f"_bad_{c.field}") for c in checks])
+
+
+def _order_checks(checks: list[_Check], header: list[str | None]) -> list[_Check]:
+    pos = {name: i for i, name in enumerate(header) if name is not None}
+    return sorted(checks, key=lambda c: pos.get(c.field, len(pos)))
+
+
+def _problem_of(row: dict, raw_row: dict, checks: list[_Check], timezone: str) -> tuple[str, str]:
+    """(field, reason) of the first failing check of a row."""
+    for c in checks:
+        if row[f"_bad_{c.field}"]:
+            value = raw_row.get(c.field)
+            if c.field == "NodeList" and row.get("_nodes_err"):
+                return c.field, str(row["_nodes_err"])
+            if c.field in TIME_FIELDS and row.get(f"_gap_{c.field}"):
+                return c.field, (f"expected a local time that exists in {timezone}, found "
+                                 f"{value!r} (inside the hour skipped when DST starts)")  # fmt: skip
+            return c.field, f"{c.expected}, found {value!r}"
+    return "line", "unknown problem"  # pragma: no cover - only called for rows with a problem
+
+
+# --------------------------------------------------------------------------------------------
+# DST ambiguity
+
+
+def _resolve_ambiguous(row: dict) -> dict[str, object] | str:
+    """Pick one reading for each ambiguous local time of a row, or say why not."""
+    names = [f for f in TIME_FIELDS if row.get(f.lower()) is not None]
+    options = {
+        f: [row[f.lower()]] + ([row[f"_later_{f}"]] if row.get(f"_later_{f}") is not None else [])
+        for f in names
+    }
+    elapsed = row.get("elapsed_s")
+
+    def consistent(choice: dict[str, object], use_elapsed: bool) -> bool:
+        seq = [choice[f] for f in TIME_FIELDS if f in choice]
+        if any(a > b for a, b in itertools.pairwise(seq)):  # type: ignore[operator]
+            return False
+        if use_elapsed and elapsed is not None and "Start" in choice and "End" in choice:
+            return (choice["End"] - choice["Start"]).total_seconds() == elapsed  # type: ignore[operator]
+        return True
+
+    combos = [dict(zip(names, vals, strict=True)) for vals in itertools.product(*options.values())]
+    ok = [c for c in combos if consistent(c, use_elapsed=True)]
+    if not ok:
+        ok = [c for c in combos if consistent(c, use_elapsed=False)]
+    resolved: dict[str, object] = {}
+    for f in names:
+        values = {c[f] for c in ok}
+        if len(values) != 1:
+            if len(options[f]) > 1:
+                a, b = options[f]
+                return (f"{f}: expected a local time that is unambiguous in the dump's time zone, "
+                        f"found one in the hour repeated when DST ends (UTC {a} or {b}) and the "
+                        "row's other times do not tell which")  # fmt: skip
+            continue
+        resolved[f.lower()] = values.pop()
+    return resolved
+
+
+# --------------------------------------------------------------------------------------------
+# stray separators
+
+
+def _compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
+    """All ways to write ``total`` as an ordered sum of ``parts`` non-negative integers."""
+    for cut in itertools.combinations(range(total + parts - 1), parts - 1):
+        bounds = (-1, *cut, total + parts - 1)
+        yield tuple(b - a - 1 for a, b in itertools.pairwise(bounds))
+
+
+def _assemble(tokens: list[str], n_fields: int, free_pos: list[int], extra: tuple[int, ...],
+              sep: str) -> list[str]:  # fmt: skip
+    give = dict(zip(free_pos, extra, strict=True))
+    values: list[str] = []
+    p = 0
+    for i in range(n_fields):
+        take = give.get(i, 0) + 1
+        values.append(sep.join(tokens[p : p + take]))
+        p += take
+    return values
+
+
+def _plausible_free_text(name: str, value: str) -> bool:
+    if name == "AdminComment":
+        if value == "" or value.startswith("JS1:"):
+            return "|" not in value and " " not in value
+        try:
+            json.loads(value)
+        except ValueError:
+            return False
+        return True
+    if name == "WCKey":
+        return all(not ch.isspace() for ch in value) and "|" not in value
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# the parser
+
+
+def _raw_frame(data: pl.DataFrame, header: list[str | None]) -> pl.DataFrame:
+    """Select the known fields (by position) and add the absent ones as null."""
+    cols = [pl.col("line_no")]
+    for i, name in enumerate(header):
+        if name is not None and name in KNOWN_FIELDS:
+            cols.append(pl.col(f"f{i}").alias(name))
+    frame = data.select(cols)
+    missing = [f for f in KNOWN_FIELDS if f not in frame.columns]
+    if missing:
+        frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(f) for f in missing)
+    return frame
+
+
+def _split(lines: pl.DataFrame, sep: str, n_fields: int) -> tuple[pl.DataFrame, pl.Series]:
+    """Split every line into ``f0`` … ``f{n-1}`` (vectorized) and tell which lines fit.
+
+    One split more than the header needs: a line fits when field ``n-1`` exists (not too few
+    separators) and field ``n`` does not (not too many). Returns (split frame, fits mask).
+    """
+    names = [f"f{i}" for i in range(n_fields + 1)]
+    split = lines.select(
+        pl.col("line_no").cast(pl.Int64),
+        pl.col("line").str.split_exact(sep, n_fields).struct.rename_fields(names).alias("_s"),
+    ).unnest("_s")
+    fits = split.select(
+        pl.col(f"f{n_fields - 1}").is_not_null() & pl.col(f"f{n_fields}").is_null()
+    ).to_series()
+    return split.drop(f"f{n_fields}"), fits
+
+
+def _candidates(odd: pl.DataFrame, header: list[str | None], sep: str, source_file: str
+                ) -> tuple[pl.DataFrame, list[tuple[int, int, str, tuple[str, ...]]], list[Reject]]:  # fmt: skip
+    """Candidate rows for lines with more fields than the header; rejects for the hopeless ones.
+
+    Returns (candidate frame with ``line_no``, ``_cand`` and ``f0``…, per-line meta, rejects);
+    meta is (line_no, number of candidates, description, free-text field names).
+    """
+    n = len(header)
+    free_pos = [i for i, name in enumerate(header) if name in FREE_TEXT_FIELDS]
+    free_names = tuple(str(header[i]) for i in free_pos)
+    rows: list[list[object]] = []
+    meta: list[tuple[int, int, str, tuple[str, ...]]] = []
+    rejects: list[Reject] = []
+    for line_no, line in odd.select("line_no", "line").iter_rows():
+        tokens = line.split(sep)
+        k = len(tokens) - n
+        if k < 0:
+            rejects.append(Reject(SOURCE, source_file, line_no, "line",
+                                  f"expected {n} fields separated by {sep!r}, found {len(tokens)}",
+                                  line))  # fmt: skip
+            continue
+        if not free_pos:
+            rejects.append(Reject(SOURCE, source_file, line_no, "line",
+                                  f"expected {n} fields separated by {sep!r}, found {len(tokens)}"
+                                  " and no free-text field (JobName, AdminComment, …) in the "
+                                  "header to hold the extra separators", line))  # fmt: skip
+            continue
+        placements = list(itertools.islice(_compositions(k, len(free_pos)), MAX_PLACEMENTS + 1))
+        if len(placements) > MAX_PLACEMENTS:
+            rejects.append(Reject(SOURCE, source_file, line_no, "line",
+                                  f"expected {n} fields, found {len(tokens)}: too many ways "
+                                  f"(>{MAX_PLACEMENTS}) to place {k} extra separators in "
+                                  f"{' or '.join(free_names)}", line))  # fmt: skip
+            continue
+        for ci, extra in enumerate(placements):
+            rows.append([line_no, ci, *_assemble(tokens, n, free_pos, extra, sep)])
+        meta.append((line_no, len(placements), f"{k} extra separator(s)", free_names))
+    schema = {"line_no": pl.Int64, "_cand": pl.Int64, **{f"f{i}": pl.String for i in range(n)}}
+    frame = pl.DataFrame(rows, schema=schema, orient="row")
+    return frame, meta, rejects
+
+
+def _choose(cands: pl.DataFrame, meta: list[tuple[int, int, str, tuple[str, ...]]],
+            header: list[str | None], present: set[str], timezone: str, source_file: str,
+            raw_of: dict[int, str]) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
+    """Keep, per line, the one candidate that parses; reject lines with none or several."""
+    if cands.height == 0:
+        return cands, []
+    raw = _raw_frame(cands.drop("_cand"), header).with_columns(cands["_cand"])
+    typed, checks = _typed(raw.drop("_cand"), present, timezone)
+    ok = typed.select(~_bad_any(checks)).to_series()
+    free_cols = [str(h) for h in header if h in FREE_TEXT_FIELDS]
+    plausible = [
+        all(_plausible_free_text(name, v or "") for name, v in zip(free_cols, vals, strict=True))
+        for vals in raw.select(free_cols).iter_rows()
+    ] if free_cols else [True] * raw.height  # fmt: skip
+    good = [bool(a) and b for a, b in zip(ok.to_list(), plausible, strict=True)]
+    by_line: dict[int, list[int]] = {}
+    for idx, (line_no, is_good) in enumerate(zip(cands["line_no"].to_list(), good, strict=True)):
+        if is_good:
+            by_line.setdefault(line_no, []).append(idx)
+    keep: list[int] = []
+    rejects: list[Reject] = []
+    ordered = _order_checks(checks, header)
+    typed_rows = typed.to_dicts()
+    raw_rows = raw.to_dicts()
+    cands_rows = cands.to_dicts()
+    first_idx: dict[int, int] = {}
+    for idx, line_no in enumerate(cands["line_no"].to_list()):
+        first_idx.setdefault(line_no, idx)
+    for line_no, n_cand, what, free_names in meta:
+        chosen = by_line.get(line_no, [])
+        if n_cand == 1:
+            # one free-text field: the extra separators are its own; ordinary validation decides
+            keep.append(first_idx[line_no])
+        elif len(chosen) == 1:
+            keep.append(chosen[0])
+        elif not chosen:
+            i = first_idx[line_no]
+            fld, why = _problem_of(typed_rows[i], raw_rows[i], ordered, timezone)
+            rejects.append(Reject(SOURCE, source_file, line_no, "line",
+                                  f"expected {len(header)} fields; {what} fit no placement in "
+                                  f"{' or '.join(free_names)} that makes every other field valid "
+                                  f"(first placement: {fld}: {why})", raw_of[line_no]))  # fmt: skip
+        else:
+            holders = [name for name in free_names
+                       if len({cands_rows[c][f"f{header.index(name)}"] for c in chosen}) > 1]
+            rejects.append(Reject(SOURCE, source_file, line_no, "line",
+                                  f"ambiguous: {what} could belong to {' or '.join(holders)} "
+                                  f"({len(chosen)} placements give valid fields)",
+                                  raw_of[line_no]))  # fmt: skip
+    chosen_frame = cands[keep].drop("_cand") if keep else cands.clear().drop("_cand")
+    return chosen_frame, rejects
+
+
+def _bridge_pods(admin: pl.Series) -> pl.Series:
+    """``{"pods": ["ns/pod", …]}`` → the list; anything else (free text, bad JSON) → []."""
+
+    def build(f: pl.DataFrame) -> pl.DataFrame:
+        pods: list[list[str]] = []
+        for text in f["_k"].to_list():
+            obj = None
+            if text and '"pods"' in text:
+                try:
+                    obj = json.loads(text)
+                except ValueError:
+                    obj = None
+            value = obj.get("pods") if isinstance(obj, dict) else None
+            pods.append([p for p in value if isinstance(p, str)] if isinstance(value, list) else [])
+        return f.with_columns(pl.Series("bridge_pods", pods, dtype=pl.List(pl.String)))
+
+    return _lookup(admin, build).to_series()
+
+
+def _with_run_keys(typed: pl.DataFrame) -> pl.DataFrame:
+    """Add ``run_key`` to allocation rows and to each step (see the module docstring).
+
+    ``typed`` is in line order. Base key ``{cluster}:{job_id_raw}:{submit_epoch}``; rows sharing
+    a base key get ``#n`` by (start, end, line_no). Steps take the key of the nearest allocation
+    row above them with the same cluster and JobIDRaw (else the nearest below, else null).
+    """
+    alloc = ~pl.col("is_step")
+    submit = pl.col("submit").dt.epoch("s").cast(pl.String).fill_null("none")
+    key = pl.concat_str(
+        [pl.col("cluster"), pl.lit(":"), pl.col("job_id_raw").cast(pl.String), pl.lit(":"), submit]
+    )
+    out = typed.with_columns(pl.when(alloc).then(key).alias("run_key"))
+    dup = out.select(pl.col("run_key").is_duplicated() & alloc).to_series()
+    if dup.any():
+        ranked = (
+            out.with_row_index("_i")
+            .filter(dup)
+            .sort(["run_key", "start", "end", "line_no"], nulls_last=True)
+            .with_columns(pl.int_range(pl.len()).over("run_key").alias("_n"))
+            .select(
+                "_i",
+                pl.when(pl.col("_n") == 0).then(pl.col("run_key"))
+                .otherwise(pl.format("{}#{}", pl.col("run_key"), pl.col("_n") + 1))
+                .alias("_key"),
+            )
+        )  # fmt: skip
+        out = (
+            out.with_row_index("_i")
+            .join(ranked, on="_i", how="left", maintain_order="left")
+            .with_columns(pl.coalesce("_key", "run_key").alias("run_key"))
+            .drop("_i", "_key")
+        )
+    # steps: in sacct's order the allocation row is the last allocation row above the step
+    ff = out.select(
+        pl.when(alloc).then("run_key").forward_fill().alias("_k"),
+        pl.when(alloc).then("job_id_raw").forward_fill().alias("_r"),
+        pl.when(alloc).then("cluster").forward_fill().alias("_c"),
+    )
+    same = (ff["_r"] == out["job_id_raw"]) & (ff["_c"] == out["cluster"])
+    step_key = pl.select(pl.when(same.fill_null(False)).then(ff["_k"])).to_series()
+    out = out.with_columns(
+        pl.when(pl.col("is_step")).then(step_key).otherwise(pl.col("run_key")).alias("run_key")
+    )
+    lost = out.select(pl.col("is_step") & pl.col("run_key").is_null()).to_series()
+    if not lost.any():
+        return out
+    # a reordered dump: look the allocation up by (cluster, job_id_raw), above then below
+    anchors = out.filter(alloc).select("line_no", "cluster", "job_id_raw", "run_key")
+    probe = out.with_row_index("_i").filter(lost).select("_i", "line_no", "cluster", "job_id_raw")
+    by = ["cluster", "job_id_raw"]
+    back = probe.join_asof(anchors, on="line_no", by=by, strategy="backward")
+    ahead = probe.join_asof(anchors, on="line_no", by=by, strategy="forward")
+    found = back.select("_i", pl.coalesce(back["run_key"], ahead["run_key"]).alias("_found"))
+    return (
+        out.with_row_index("_i")
+        .join(found, on="_i", how="left", maintain_order="left")
+        .with_columns(pl.coalesce("run_key", "_found").alias("run_key"))
+        .drop("_i", "_found")
+    )
+
+
+def parse_sacct(
+    source: Path | str | bytes,
+    *,
+    delimiter: str | None = None,
+    timezone: str = "UTC",
+    source_file: str,
+) -> SacctParse:
+    """Parse a sacct ``--parsable2`` dump.
+
+    ``source``: a ``Path`` to the dump (``.gz`` is decompressed) or the dump's text itself
+    (``str``/``bytes``; a ``str`` is always text, never a path). ``delimiter``: detected from the
+    header (unit separator 0x1f, else ``|``) unless given; any string works. ``timezone``: the IANA
+    zone the sacct process printed naive local times in (ignored for epoch and offset times).
+    ``source_file``: the name to put in rejects and rows.
+
+    Raises :class:`SacctFormatError` when the header is missing, lacks required fields, or has no
+    known delimiter; every other problem is a per-line :class:`Reject`.
+    """
+    check_timezone(timezone)
+    lines, rejects = _read_lines(source, source_file)
+    if lines.height == 0:
+        msg = f"{source_file}: expected a header line (JobID|JobIDRaw|…), found an empty file"
+        raise SacctFormatError(msg)
+    header_line = lines["line"][0]
+    if int(lines["line_no"][0]) != 1:
+        msg = f"{source_file}: expected a UTF-8 header on line 1, found invalid bytes"
+        raise SacctFormatError(msg)
+    sep = delimiter if delimiter is not None else _detect_delimiter(header_line, source_file)
+    if sep == "":
+        msg = "expected a non-empty delimiter, found ''"
+        raise ValueError(msg)
+    header = _header_fields(header_line, sep, source_file)
+    present = {h for h in header if h is not None}
+    n = len(header)
+
+    body = lines.slice(1)
+    lines_read = body.height + len(rejects)
+    split, fits = _split(body, sep, n)
+    blank = (body["line"] == "").fill_null(False)
+    blank_lines = int(blank.sum())
+    if not fits.all():
+        odd = body.filter(~fits & ~blank).with_columns(pl.col("line_no").cast(pl.Int64))
+        split = split.filter(fits)
+        raw_of: dict[int, str] = dict(odd.select("line_no", "line").iter_rows())
+        cands, meta, odd_rejects = _candidates(odd, header, sep, source_file)
+        rejects.extend(odd_rejects)
+        chosen, choose_rejects = _choose(cands, meta, header, present, timezone, source_file,
+                                         raw_of)  # fmt: skip
+        rejects.extend(choose_rejects)
+        if chosen.height:
+            split = pl.concat([split, chosen], how="vertical").sort("line_no")
+
+    raw = _raw_frame(split, header)
+    del split
+    typed, checks = _typed(raw, present, timezone)
+    checks = _order_checks(checks, header)
+    later_cols = [pl.col(f"_later_{f}").is_not_null() for f in TIME_FIELDS]
+    flags = typed.select(
+        _bad_any(checks).alias("bad"),
+        (pl.any_horizontal(later_cols) & ~_bad_any(checks)).alias("amb"),
+    )
+    if flags["bad"].any() or flags["amb"].any():
+        typed, more = _fix_or_reject(typed, raw, flags, checks, timezone, source_file, lines)
+        rejects.extend(more)
+    del raw, lines, body
+
+    typed = _with_run_keys(typed.select(
+        [c for c in typed.columns if not c.startswith("_")]
+    ))  # fmt: skip
+    runs_mask = ~typed["is_step"]
+    runs = typed.select(
+        [c for c in RUNS_SCHEMA if c in typed.columns]
+    ).filter(runs_mask)  # fmt: skip
+    runs = runs.with_columns(
+        _bridge_pods(runs["admin_comment"]),
+        pl.lit(source_file).alias("source_file"),
+    ).select(list(RUNS_SCHEMA)).cast(RUNS_SCHEMA)  # fmt: skip
+    steps = typed.select(
+        "run_key", "cluster", "job_id", pl.col("job_id_text").alias("step_job_id"), "job_id_raw",
+        "step_id", pl.col("job_name").alias("step_name"),
+        *(c for c in STEPS_SCHEMA if c in typed.columns and c not in {
+            "run_key", "cluster", "job_id", "job_id_raw", "step_id"}),
+    ).filter(~runs_mask).with_columns(
+        pl.lit(source_file).alias("source_file"),
+    ).select(list(STEPS_SCHEMA)).cast(STEPS_SCHEMA)  # fmt: skip
+
+    rejects.sort(key=lambda r: r.line_no)
+    return SacctParse(
+        runs=runs, steps=steps, rejects=rejects, lines_read=lines_read,
+        blank_lines=blank_lines, delimiter=sep,
+        fields=tuple(h if h is not None else "" for h in header),
+    )
+
+
+def _fix_or_reject(typed: pl.DataFrame, raw: pl.DataFrame, flags: pl.DataFrame,
+                   checks: list[_Check], timezone: str, source_file: str,
+                   lines: pl.DataFrame) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
+    """Rows with a bad field → rejects; rows with ambiguous local times → resolved or rejects."""
+    rejects: list[Reject] = []
+    rows = pl.Series("_row", range(typed.height), dtype=pl.UInt32)
+    bad_rows = rows.filter(flags["bad"]).to_list()
+    amb_rows = rows.filter(flags["amb"]).to_list()
+    touched = bad_rows + amb_rows
+    sub_typed = typed[touched]
+    sub_raw = raw[touched]
+    wanted = sub_typed["line_no"].cast(pl.Int64)
+    line_text = dict(
+        lines.select(pl.col("line_no").cast(pl.Int64), "line")
+        .filter(pl.col("line_no").is_in(wanted.implode()))
+        .iter_rows()
+    )
+    drop: list[int] = []
+    fixes: list[tuple[int, dict[str, object]]] = []
+    n_bad = len(bad_rows)
+    for i, (row, raw_row) in enumerate(zip(sub_typed.to_dicts(), sub_raw.to_dicts(), strict=True)):
+        row_idx = touched[i]
+        line_no = int(row["line_no"])
+        if i < n_bad:
+            fld, why = _problem_of(row, raw_row, checks, timezone)
+            rejects.append(Reject(SOURCE, source_file, line_no, fld, why, line_text[line_no]))
+            drop.append(row_idx)
+            continue
+        resolved = _resolve_ambiguous(row)
+        if isinstance(resolved, str):
+            fld, why = resolved.split(": ", 1)
+            rejects.append(Reject(SOURCE, source_file, line_no, fld, why, line_text[line_no]))
+            drop.append(row_idx)
+        else:
+            fixes.append((row_idx, resolved))
+    if fixes:
+        cols = sorted({k for _, r in fixes for k in r})
+        patch = pl.DataFrame(
+            [{"_row": i, **{c: r.get(c) for c in cols}} for i, r in fixes],
+            schema={"_row": pl.UInt32, **{c: pl.Datetime("us") for c in cols}},
+        )
+        typed = (
+            typed.with_row_index("_row")
+            .join(patch, on="_row", how="left", suffix="_fix", maintain_order="left")
+            .with_columns(pl.coalesce(f"{c}_fix", c).alias(c) for c in cols)
+            .drop([f"{c}_fix" for c in cols])
+            .drop("_row")
+        )
+    if drop:
+        typed = typed.filter(~rows.is_in(pl.Series(drop, dtype=pl.UInt32).implode()))
+    return typed, rejects
+
+
+# --------------------------------------------------------------------------------------------
+# per-node allocations
+
+
+def allocations_per_node(
+    runs: pl.DataFrame,
+    node_models: Mapping[str, str] | None = None,
+    *,
+    include_cpu_only: bool = False,
+) -> pl.DataFrame:
+    """One row per (run, node) with the GPUs the run held on that node.
+
+    Slurm's accounting keeps only the job's total (``AllocTRES`` ``gres/gpu=N``), not the split per
+    node. The split is even over the *expanded* node list: ``N // nodes`` each, and the remainder
+    ``N % nodes`` one more on the first nodes in hostlist order (hostlists are sorted). Example:
+    5 GPUs on ``gpu-[01-02]`` → gpu-01: 3, gpu-02: 2. ``AllocNodes`` is not used; the hostlist is.
+
+    ``gpu_model``: the run's single typed GPU key (``gres/gpu:a100``), else ``node_models[node]``
+    when given, else ``""``.
+
+    Runs without nodes (never started: ``None assigned``) give no rows. Runs without GPUs give no
+    rows unless ``include_cpu_only`` (then with ``gpus`` 0).
+    """
+    frame = runs.select(
+        "run_key", "cluster", "job_id", "job_id_raw", "nodes", "alloc_gpus", "alloc_gpu_types",
+        "start", "end",
+    )
+    if not include_cpu_only:
+        frame = frame.filter(pl.col("alloc_gpus") > 0)
+    frame = frame.filter(pl.col("nodes").list.len() > 0)
+    n = pl.col("nodes").list.len()
+    models = pl.col("alloc_gpu_types").list.eval(pl.element().struct.field("model")).list.unique()
+    single = pl.when(models.list.len() == 1).then(models.list.first())
+    exploded = frame.with_columns(
+        pl.int_ranges(0, n, dtype=pl.Int64).alias("node_index"),
+        n.cast(pl.Int64).alias("_count"),
+        single.alias("_single"),
+    ).explode(["nodes", "node_index"])
+    gpus_total = pl.col("alloc_gpus").fill_null(0)
+    count = pl.col("_count")
+    per_node = (gpus_total // count) + (pl.col("node_index") < (gpus_total % count)).cast(pl.Int64)
+    node_model = (
+        pl.col("nodes").replace_strict(dict(node_models), default=None, return_dtype=pl.String)
+        if node_models else pl.lit(None, dtype=pl.String)
+    )  # fmt: skip
+    out = (
+        exploded.with_columns(
+            pl.col("nodes").alias("node"),
+            per_node.alias("gpus"),
+            pl.coalesce("_single", node_model, pl.lit("")).alias("gpu_model"),
+        )
+        .select(list(NODE_ALLOCATIONS_SCHEMA))
+    )
+    return out.cast(NODE_ALLOCATIONS_SCHEMA)
