@@ -8,10 +8,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from connectors.errors import SourceError
-from gpuledger import service
+from connectors.slurm.commands import CommandRunner
+from gpuledger import service, slurm_ingest
 from gpuledger.config import Settings, load_settings
 from models.runner import connect, publish_snapshot
 
@@ -76,6 +78,44 @@ def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _parse_time(text: str) -> datetime:
+    """ISO date or time; naive means UTC."""
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def cmd_import_sacct(args: argparse.Namespace, settings: Settings) -> int:
+    with connect(settings.db) as con:
+        result = slurm_ingest.import_sacct_file(
+            con, Path(args.file), delimiter=args.delimiter, timezone=args.timezone,
+            observed_until=_parse_time(args.as_of) if args.as_of else None,
+        )
+        publish_snapshot(con, settings.db)
+    print(result.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_ingest_slurm(args: argparse.Namespace, settings: Settings) -> int:
+    runner = CommandRunner.from_prefix(settings.sacct_prefix, timeout_s=args.timeout)
+    start, end = _parse_time(args.start), _parse_time(args.end)
+    days = slurm_ingest.daily_windows(start, end)
+    with connect(settings.db) as con:
+        for number, (day_start, day_end) in enumerate(days, start=1):
+            print(f"[{number}/{len(days)}] sacct {day_start:%Y-%m-%d}", file=sys.stderr)
+            result = slurm_ingest.ingest_slurm_window(
+                con, runner, day_start, day_end, lookback=timedelta(hours=args.lookback_hours)
+            )
+            print("  " + result.summary().replace("\n", "\n  "), file=sys.stderr)
+            if not args.no_sreport:
+                util, accounts = slurm_ingest.ingest_sreport(con, runner, day_start, day_end)
+                print(f"  sreport: {util} utilization rows, {accounts} account rows",
+                      file=sys.stderr)
+        publish_snapshot(con, settings.db)
+    return EXIT_OK
+
+
 def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
     sys.stdout.write(service.run_sql(settings.db, args.query))
     return EXIT_OK
@@ -122,8 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import-sacct", help="load a sacct dump file")
     p.add_argument("file")
     p.add_argument("--delimiter")
-    p.add_argument("--timezone", default="UTC")
-    p.set_defaults(handler=_not_implemented("Slurm ingest"))
+    p.add_argument("--timezone", default="UTC",
+                   help="IANA zone sacct printed naive times in (default UTC)")
+    p.add_argument("--as-of", help="when the dump was taken: runs still going are charged up "
+                   "to here (default: the latest time in the dump)")
+    p.set_defaults(handler=cmd_import_sacct)
 
     p = sub.add_parser("import-workloads", help="load a kubectl Workload snapshot (JSON)")
     p.add_argument("file")
@@ -140,9 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="pull from a live source")
     ingest = p.add_subparsers(dest="source", required=True, metavar="SOURCE")
     q = ingest.add_parser("slurm", help="run sacct/sreport for a window")
-    q.add_argument("--start", required=True)
-    q.add_argument("--end", required=True)
-    q.set_defaults(handler=_not_implemented("Slurm ingest"))
+    q.add_argument("--start", required=True, help="UTC date or time")
+    q.add_argument("--end", required=True, help="UTC date or time (exclusive)")
+    q.add_argument("--lookback-hours", type=float, default=48.0,
+                   help="re-pull jobs that started this long before each day (default 48)")
+    q.add_argument("--timeout", type=float, default=300.0, help="seconds per sacct call")
+    q.add_argument("--no-sreport", action="store_true", help="skip the sreport figures")
+    q.set_defaults(handler=cmd_ingest_slurm)
     q = ingest.add_parser("kubernetes", help="read Prometheus for a window")
     q.add_argument("--prometheus-url", required=True)
     q.add_argument("--start", required=True)

@@ -44,6 +44,18 @@ def ensure_schema(con: duckdb.DuckDBPyConnection, tables: Sequence[Table] = ALL_
         con.execute(t.ddl())
 
 
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Run the block in one transaction: all of its writes land, or none do."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
 def replace_rows(
     con: duckdb.DuckDBPyConnection,
     target: Table,
@@ -51,29 +63,58 @@ def replace_rows(
     *,
     where: str = "TRUE",
     params: Sequence[Any] = (),
+    atomic: bool = True,
 ) -> int:
     """Delete the rows of ``target`` matching ``where`` and insert ``frame``, in one transaction.
 
     ``where`` scopes the replacement (a partition); its values are bound from ``params``. Running
-    the same call twice leaves the table unchanged.
+    the same call twice leaves the table unchanged. ``atomic=False`` joins the caller's
+    :func:`transaction` instead of opening one.
     """
     missing = [c for c in target.column_names if c not in frame.columns]
     if missing:
         msg = f"expected columns {target.column_names} for {target.name}, found {frame.columns}"
         raise ValueError(msg)
+    if atomic:
+        with transaction(con):
+            return replace_rows(con, target, frame, where=where, params=params, atomic=False)
     view = f"_incoming_{uuid.uuid4().hex}"
-    cols = ", ".join(target.column_names)
-    con.execute("BEGIN TRANSACTION")
+    cols = ", ".join(f'"{c}"' for c in target.column_names)
+    con.execute(f"DELETE FROM {target.name} WHERE {where}", list(params))
+    con.register(view, frame.select(target.column_names).to_arrow())
     try:
-        con.execute(f"DELETE FROM {target.name} WHERE {where}", list(params))
-        con.register(view, frame.select(target.column_names).to_arrow())
         con.execute(f"INSERT INTO {target.name} ({cols}) SELECT {cols} FROM {view}")
+    finally:
         con.unregister(view)
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return frame.height
+
+
+def upsert_rows(
+    con: duckdb.DuckDBPyConnection,
+    target: Table,
+    frame: pl.DataFrame,
+    *,
+    key: Sequence[str],
+    atomic: bool = True,
+) -> int:
+    """Replace the rows of ``target`` whose ``key`` appears in ``frame``, then insert ``frame``.
+
+    The match is a hash semi-join against the incoming rows, so it stays linear in size.
+    """
+    if atomic:
+        with transaction(con):
+            return upsert_rows(con, target, frame, key=key, atomic=False)
+    view = f"_keys_{uuid.uuid4().hex}"
+    quoted = ", ".join(f'"{c}"' for c in key)
+    con.register(view, frame.select(list(key)).to_arrow())
+    try:
+        return replace_rows(
+            con, target, frame,
+            where=f"({quoted}) IN (SELECT DISTINCT {quoted} FROM {view})",
+            atomic=False,
+        )
+    finally:
+        con.unregister(view)
 
 
 def record_ingest(
@@ -86,6 +127,7 @@ def record_ingest(
     rows_loaded: int,
     rows_rejected: int = 0,
     detail: str = "",
+    atomic: bool = True,
 ) -> None:
     """Remember a successful load (the freshness line reads this)."""
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -117,6 +159,7 @@ def record_ingest(
         frame,
         where="source = ? AND partition_key = ?",
         params=(source, partition_key),
+        atomic=atomic,
     )
 
 

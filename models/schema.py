@@ -20,7 +20,7 @@ class Table:
         return [c for c, _ in self.columns]
 
     def ddl(self) -> str:
-        cols = ",\n  ".join(f"{c} {t}" for c, t in self.columns)
+        cols = ",\n  ".join(f'"{c}" {t}' for c, t in self.columns)
         return f"CREATE TABLE IF NOT EXISTS {self.name} (\n  {cols}\n)"
 
 
@@ -151,8 +151,163 @@ REJECTS = Table(
     doc="Input lines that could not be loaded: kept and counted, never dropped.",
 )
 
+_GPU_TYPES = "STRUCT(model VARCHAR, gpus BIGINT)[]"
+
+SLURM_RUNS = Table(
+    "slurm_runs",
+    (
+        ("run_key", "VARCHAR"),
+        ("cluster", "VARCHAR"),
+        ("job_id", "VARCHAR"),
+        ("job_id_raw", "BIGINT"),
+        ("array_job_id", "BIGINT"),
+        ("array_task_id", "BIGINT"),
+        ("array_task_range", "VARCHAR"),
+        ("het_job_id", "BIGINT"),
+        ("het_offset", "BIGINT"),
+        ("job_name", "VARCHAR"),
+        ("user", "VARCHAR"),
+        ("uid", "BIGINT"),
+        ("account", "VARCHAR"),
+        ("partition", "VARCHAR"),
+        ("qos", "VARCHAR"),
+        ("state", "VARCHAR"),
+        ("cancelled_by_uid", "BIGINT"),
+        ("exit_code", "BIGINT"),
+        ("exit_signal", "BIGINT"),
+        ("derived_exit_code", "BIGINT"),
+        ("derived_exit_signal", "BIGINT"),
+        ("submit", "TIMESTAMP"),
+        ("eligible", "TIMESTAMP"),
+        ("start", "TIMESTAMP"),
+        ("end", "TIMESTAMP"),
+        ("elapsed_s", "BIGINT"),
+        ("timelimit_s", "BIGINT"),
+        ("alloc_cpus", "BIGINT"),
+        ("alloc_nodes", "BIGINT"),
+        ("nodelist", "VARCHAR"),
+        ("nodes", "VARCHAR[]"),
+        ("alloc_tres", "VARCHAR"),
+        ("alloc_gpus", "BIGINT"),
+        ("alloc_gpu_types", _GPU_TYPES),
+        ("alloc_mem_bytes", "BIGINT"),
+        ("alloc_billing", "BIGINT"),
+        ("req_tres", "VARCHAR"),
+        ("req_gpus", "BIGINT"),
+        ("req_mem_bytes", "BIGINT"),
+        ("reservation", "VARCHAR"),
+        ("reason", "VARCHAR"),
+        ("flags", "VARCHAR"),
+        ("wckey", "VARCHAR"),
+        ("admin_comment", "VARCHAR"),
+        ("bridge_pods", "VARCHAR[]"),
+        ("source_file", "VARCHAR"),
+        ("line_no", "BIGINT"),
+        ("observed_until", "TIMESTAMP"),
+    ),
+    key=("run_key",),
+    doc="One row per run of a Slurm allocation (a requeued job has several), as sacct last "
+    "reported it; observed_until is the end of the sacct query that saw it (a run still going "
+    "is charged up to there).",
+)
+
+SLURM_STEPS = Table(
+    "slurm_steps",
+    (
+        ("run_key", "VARCHAR"),
+        ("cluster", "VARCHAR"),
+        ("job_id", "VARCHAR"),
+        ("step_job_id", "VARCHAR"),
+        ("job_id_raw", "BIGINT"),
+        ("step_id", "VARCHAR"),
+        ("step_name", "VARCHAR"),
+        ("account", "VARCHAR"),
+        ("state", "VARCHAR"),
+        ("cancelled_by_uid", "BIGINT"),
+        ("exit_code", "BIGINT"),
+        ("exit_signal", "BIGINT"),
+        ("start", "TIMESTAMP"),
+        ("end", "TIMESTAMP"),
+        ("elapsed_s", "BIGINT"),
+        ("alloc_cpus", "BIGINT"),
+        ("alloc_nodes", "BIGINT"),
+        ("nodelist", "VARCHAR"),
+        ("nodes", "VARCHAR[]"),
+        ("alloc_tres", "VARCHAR"),
+        ("alloc_gpus", "BIGINT"),
+        ("alloc_gpu_types", _GPU_TYPES),
+        ("alloc_mem_bytes", "BIGINT"),
+        ("source_file", "VARCHAR"),
+        ("line_no", "BIGINT"),
+    ),
+    key=("cluster", "step_job_id", "start"),
+    doc="One row per job step (.batch, .extern, .0 …); never charged (the allocation is).",
+)
+
+SLURM_NODE_ALLOCATIONS = Table(
+    "slurm_node_allocations",
+    (
+        ("run_key", "VARCHAR"),
+        ("cluster", "VARCHAR"),
+        ("job_id", "VARCHAR"),
+        ("job_id_raw", "BIGINT"),
+        ("node", "VARCHAR"),
+        ("node_index", "BIGINT"),
+        ("gpus", "BIGINT"),
+        ("gpu_model", "VARCHAR"),
+        ("start", "TIMESTAMP"),
+        ("end", "TIMESTAMP"),
+    ),
+    key=("run_key", "node"),
+    doc="One row per (run, node): the GPUs a run held on each node (even split of AllocTRES).",
+)
+
+SREPORT_UTILIZATION = Table(
+    "sreport_utilization",
+    (
+        ("cluster", "VARCHAR"),
+        ("tres_name", "VARCHAR"),
+        ("allocated_seconds", "BIGINT"),
+        ("down_seconds", "BIGINT"),
+        ("planned_down_seconds", "BIGINT"),
+        ("idle_seconds", "BIGINT"),
+        ("planned_seconds", "BIGINT"),
+        ("over_committed_seconds", "BIGINT"),
+        ("reported_seconds", "BIGINT"),
+        ("report_start", "TIMESTAMP"),
+        ("report_end", "TIMESTAMP"),
+        ("unit", "VARCHAR"),
+    ),
+    key=("cluster", "tres_name", "report_start", "report_end"),
+    doc="sreport cluster utilization for a window, in TRES-seconds.",
+)
+
+SREPORT_ACCOUNT_USAGE = Table(
+    "sreport_account_usage",
+    (
+        ("cluster", "VARCHAR"),
+        ("account", "VARCHAR"),
+        ("login", "VARCHAR"),
+        ("proper_name", "VARCHAR"),
+        ("tres_name", "VARCHAR"),
+        ("used_seconds", "BIGINT"),
+        ("is_account_total", "BOOLEAN"),
+        ("report_start", "TIMESTAMP"),
+        ("report_end", "TIMESTAMP"),
+        ("unit", "VARCHAR"),
+    ),
+    key=("cluster", "account", "login", "tres_name", "report_start", "report_end"),
+    doc="sreport AccountUtilizationByUser for a window; account rows (login '') are subtree "
+    "totals.",
+)
+
 ALL_TABLES: tuple[Table, ...] = (
     REJECTS,
+    SLURM_RUNS,
+    SLURM_STEPS,
+    SLURM_NODE_ALLOCATIONS,
+    SREPORT_UTILIZATION,
+    SREPORT_ACCOUNT_USAGE,
     INGEST_RUNS,
     SOURCE_FILES,
     NODES,

@@ -7,15 +7,20 @@ this one). Deciding per sample keeps the result independent of how a period is s
 
 Labels (dcgm-exporter ``render_metrics`` template plus the Kubernetes / HPC mappers):
 
-* GPU: ``UUID``, ``gpu`` (index), ``modelName``, node from ``Hostname`` (renamed ``hostname`` in
-  2026) or, failing both, a relabelled ``node``; MIG instances by ``GPU_I_ID``.
+* GPU: ``UUID``, ``gpu`` (index), ``modelName``; node from a relabelled ``node`` /
+  ``kubernetes_node`` label if the scrape config adds one, else ``Hostname`` (renamed ``hostname``
+  in 2026); a ``Hostname`` that is the exporter's own pod name (exporter without ``NODE_NAME``) is
+  mapped to the pod's node through ``kube_pod_info``. MIG instances by ``GPU_I_ID``.
 * Holder: ``namespace``/``pod``/``container`` (old exporters: ``pod_namespace``/``pod_name``/
   ``container_name``), ``pod_uid`` (``--kubernetes-enable-pod-uid``), ``hpc_job`` (Slurm, from
   ``--hpc-job-mapping-dir``). When Prometheus scrapes the exporter through a ServiceMonitor
-  without ``honorLabels``, the workload's labels arrive as ``exported_namespace``/``exported_pod``/
-  ``exported_container`` and the unprefixed ones name the *exporter* pod: for every scrape target
-  (``job``, ``instance``) that carries any ``exported_*`` holder label, only the ``exported_*``
-  ones are used. An unprefixed ``pod`` naming a dcgm-exporter pod is never taken as a holder.
+  without ``honorLabels``, the workload's labels arrive as ``exported_namespace``/
+  ``exported_pod``/``exported_container`` and the unprefixed ones name the *exporter* pod. So:
+  a series with any ``exported_*`` holder label takes its holder from those only; the exporter
+  pod's identity learnt there (its unprefixed ``namespace``/``pod``) is no holder on any other
+  series (idle GPUs carry only it); other unprefixed labels are the workload's (``honorLabels``,
+  or samples from before the scrape config changed -- the change may happen mid-window).
+  An unprefixed ``pod`` naming a dcgm-exporter pod is never taken as a holder.
 
 Labels that look like holder labels but are not recognised are reported in the returned warnings
 (never silently dropped); so are missing metrics and exporter-label situations.
@@ -48,6 +53,7 @@ _US = 1_000_000
 # Labels with a known meaning (used, or deliberately ignored).
 KNOWN_LABELS = frozenset({
     "__name__", "UUID", "gpu", "device", "modelName", "Hostname", "hostname", "node",
+    "kubernetes_node",
     "pci_bus_id", "DCGM_FI_DRIVER_VERSION", "DCGM_FI_DEV_BRAND", "DCGM_FI_DEV_SERIAL",
     "DCGM_FI_DEV_NAME", "DCGM_FI_PROCESS_NAME", "GPU_I_PROFILE", "GPU_I_ID", "err_code", "err_msg",
     "namespace", "pod", "container", "pod_namespace", "pod_name", "container_name",
@@ -73,38 +79,53 @@ def _normalise(frame: pl.DataFrame, metric: str, scale: float,
                 f"{metric}: label {name!r} looks like a holder label but is not recognised; "
                 f"not used for attribution (values e.g. {values})"
             )
-    target = [c for c in ("job", "instance") if c in frame.columns]
+    frame = frame.with_columns(
+        [label(frame, c).alias(c) for c in ("namespace", "pod", "container", "job", "instance")]
+    )
     exported = [c for c in ("exported_namespace", "exported_pod", "exported_container")
                 if c in frame.columns]
+    has_exported = (pl.any_horizontal(pl.col(c).is_not_null() for c in exported) if exported
+                    else pl.lit(False))
+    frame = frame.with_columns(_has_exported=has_exported, _exporter=pl.lit(False))
     if exported:
-        has = pl.any_horizontal(pl.col(c).is_not_null() for c in exported)
-        flag = has.any().over(target) if target else has.any()
-        frame = frame.with_columns(_exported=flag)
-        targets = frame.filter(pl.col("_exported")).select(
-            [label(frame, c).alias(c) for c in ("job", "instance")]).unique()
-        for row in targets.sort(["job", "instance"], nulls_last=True).iter_rows(named=True):
+        # The exporter pod's own identity: unprefixed namespace/pod on series that also carry
+        # exported_* labels. Series without exported_* labels naming that pod (idle GPUs of a
+        # target scraped without honorLabels) have no holder; any other unprefixed pod label is
+        # the workload's (honorLabels, or samples from before the scrape config changed).
+        seen = frame.filter(pl.col("_has_exported") & pl.col("pod").is_not_null())
+        ids = seen.select("namespace", "pod").unique()
+        for row in seen.select("job", "instance", "namespace", "pod").unique().sort(
+                ["job", "instance", "namespace", "pod"], nulls_last=True).iter_rows(named=True):
             warnings.append(
                 f"{metric}: target job={row['job']!r} instance={row['instance']!r} carries "
                 "exported_namespace/exported_pod/exported_container: those are the workload's; "
-                "its unprefixed namespace/pod/container (the exporter pod's) are ignored"
+                f"its unprefixed namespace={row['namespace']!r} pod={row['pod']!r} (the "
+                "exporter pod) is not a holder"
             )
-    else:
-        frame = frame.with_columns(_exported=pl.lit(False))
-    use_exported = pl.col("_exported")
-    namespace = pl.when(use_exported).then(label(frame, "exported_namespace")).otherwise(
-        pl.coalesce(label(frame, "namespace"), label(frame, "pod_namespace")))
-    pod = pl.when(use_exported).then(label(frame, "exported_pod")).otherwise(
-        pl.coalesce(label(frame, "pod"), label(frame, "pod_name")))
-    container = pl.when(use_exported).then(label(frame, "exported_container")).otherwise(
-        pl.coalesce(label(frame, "container"), label(frame, "container_name")))
+        if ids.height:
+            frame = frame.drop("_exporter").join(
+                ids.with_columns(_exporter=pl.lit(True)), on=["namespace", "pod"], how="left",
+                nulls_equal=True,
+            ).with_columns(pl.col("_exporter").fill_null(False))
+    use_exported = pl.col("_has_exported")
+    own = pl.col("_exporter") & ~use_exported
+    namespace = (pl.when(use_exported).then(label(frame, "exported_namespace"))
+                 .when(own).then(None)
+                 .otherwise(pl.coalesce(pl.col("namespace"), label(frame, "pod_namespace"))))
+    pod = (pl.when(use_exported).then(label(frame, "exported_pod"))
+           .when(own).then(None)
+           .otherwise(pl.coalesce(pl.col("pod"), label(frame, "pod_name"))))
+    container = (pl.when(use_exported).then(label(frame, "exported_container"))
+                 .when(own).then(None)
+                 .otherwise(pl.coalesce(pl.col("container"), label(frame, "container_name"))))
     out = frame.select(
         "ts",
         (pl.col("value") / scale).alias("value"),
         label(frame, "UUID").alias("gpu_uuid"),
         label(frame, "GPU_I_ID").alias("gpu_instance"),
         label(frame, "gpu").cast(pl.Int32, strict=False).alias("gpu_index"),
-        pl.coalesce(label(frame, "Hostname"), label(frame, "hostname"),
-                    label(frame, "node")).alias("node"),
+        pl.coalesce(label(frame, "node"), label(frame, "kubernetes_node"),
+                    label(frame, "Hostname"), label(frame, "hostname")).alias("node"),
         label(frame, "modelName").alias("gpu_model"),
         namespace.alias("namespace"),
         pod.alias("pod"),
@@ -140,12 +161,48 @@ def _normalise(frame: pl.DataFrame, metric: str, scale: float,
     return out
 
 
+def _resolve_exporter_hostnames(
+    source: MetricsSource, frame: pl.DataFrame, start: datetime, end: datetime,
+    warnings: list[str],
+) -> pl.DataFrame:
+    """Replace node values that are dcgm-exporter pod names by the pods' nodes (kube_pod_info).
+
+    Without ``NODE_NAME`` in its environment (before dcgm-exporter PR #129, or a hand-made
+    DaemonSet without hostNetwork) the exporter reports its container hostname -- its own pod
+    name -- as ``Hostname``.
+    """
+    if frame.height == 0:
+        return frame
+    names = frame.filter(pl.col("node").str.contains(EXPORTER_POD.pattern))["node"]
+    names = names.unique().sort().to_list()
+    if not names:
+        return frame
+    pattern = "|".join(re.escape(n).replace("\\", "\\\\") for n in names)
+    info = source.raw_samples(f'kube_pod_info{{pod=~"{pattern}"}}', start, end)
+    mapping = pl.DataFrame(schema={"node": pl.String, "_node": pl.String})
+    if info.height and {"pod", "node"} <= set(info.columns):
+        mapping = (info.filter(pl.col("node").is_not_null()).sort("ts").group_by("pod")
+                   .agg(pl.col("node").last().alias("_node")).rename({"pod": "node"}))
+    unresolved = sorted(set(names) - set(mapping["node"].to_list()))
+    warnings.append(
+        f"DCGM Hostname is the exporter pod name for {len(names)} exporter(s) (no NODE_NAME in "
+        f"its environment): node taken from kube_pod_info"
+        + (f"; not found for {unresolved[:3]}, node left as the pod name" if unresolved else "")
+    )
+    return frame.join(mapping, on="node", how="left").with_columns(
+        pl.coalesce("_node", "node").alias("node")).drop("_node")
+
+
 def dcgm_samples(
     source: MetricsSource, start: datetime, end: datetime, warnings: list[str]
 ) -> pl.DataFrame:
     """Normalised samples with the preferred metric where present, GPU_UTIL/100 elsewhere."""
     preferred = _normalise(source.raw_samples(PREFERRED, start, end), PREFERRED, 1.0, warnings)
     fallback = _normalise(source.raw_samples(FALLBACK, start, end), FALLBACK, 100.0, warnings)
+    preferred = _resolve_exporter_hostnames(source, preferred, start, end, warnings)
+    more: list[str] = []
+    fallback = _resolve_exporter_hostnames(source, fallback, start, end, more)
+    warnings.extend(w for w in more if w not in warnings)
     if preferred.height == 0 and fallback.height == 0:
         warnings.append(f"neither {PREFERRED} nor {FALLBACK} has samples in [{start}, {end})")
         return pl.DataFrame()

@@ -12,7 +12,7 @@ init containers request GPUs -- the Kubernetes effective request), counted only 
 KSM reports requests for every pod object in every phase, until deletion (Job TTL), so the phase
 gate matters: a Succeeded pod that is kept for 10 minutes holds no GPU.
 
-Interval convention (per pod ``uid``; a pod recreated by a Job retry has a new uid and its own rows)::
+Interval convention (per pod ``uid``; a pod recreated by a Job retry has a new uid, own rows)::
 
     [first Running sample, last Running sample + scrape interval)   clipped to [start, end)
 
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import datetime, timedelta
 
 import polars as pl
@@ -56,6 +57,37 @@ _NONE = "<none>"  # KSM's owner_kind/owner_name for pods without an owner
 _US = 1_000_000
 
 
+UID_BATCH = 100  # uids per regex matcher (~4 KB of URL)
+
+
+def _regex_literal(value: str) -> str:
+    """`value` as an exact-match RE2 pattern inside a PromQL double-quoted string."""
+    if re.fullmatch(r"[A-Za-z0-9_.:-]*", value):
+        return value.replace(".", "\\\\.")
+    return re.escape(value).replace("\\", "\\\\").replace('"', '\\"')
+
+
+def read_for_uids(
+    source: MetricsSource, metric: str, uids: list[str], start: datetime, end: datetime,
+    matchers: str = "",
+) -> pl.DataFrame:
+    """Raw samples of `metric` for the given pod uids only (batched ``uid=~"a|b|..."``).
+
+    Per-pod KSM metrics exist for every pod of the cluster; reading only the GPU pods' series
+    keeps a read of a big cluster proportional to its GPU pods.
+    """
+    parts = []
+    extra = f",{matchers}" if matchers else ""
+    for i in range(0, len(uids), UID_BATCH):
+        batch = "|".join(_regex_literal(u) for u in uids[i : i + UID_BATCH])
+        frame = source.raw_samples(f'{metric}{{uid=~"{batch}"{extra}}}', start, end)
+        if frame.height:
+            parts.append(frame)
+    if not parts:
+        return pl.DataFrame(schema={"ts": TS, "value": pl.Float64, "__name__": pl.String})
+    return pl.concat(parts, how="diagonal_relaxed")
+
+
 def _note(notes: list[str] | None, text: str) -> None:
     log.warning("%s", text)
     if notes is not None:
@@ -77,7 +109,7 @@ def infer_intervals(frame: pl.DataFrame, key: list[str]) -> pl.DataFrame:
     overall = diffs["d"].median() if diffs.height else None
     fallback = overall if isinstance(overall, timedelta) else DEFAULT_INTERVAL
     keys = distinct.select(key).unique()
-    out = keys.join(per_key, on=key, how="left").with_columns(
+    out = keys.join(per_key, on=key, how="left", nulls_equal=True).with_columns(
         pl.col("interval").cast(pl.Duration("us")).fill_null(fallback)
     )
     return out
@@ -177,7 +209,7 @@ def _pod_samples(
         ).drop("init_gpus")
     if "node" not in requests_.columns and "node" not in limits.columns:
         # Older KSM without the node label on requests: take it from kube_pod_info.
-        info = source.raw_samples("kube_pod_info", q0, end)
+        info = read_for_uids(source, "kube_pod_info", _uids(per_container), q0, end)
         if info.height and "node" in info.columns:
             nodes = info.group_by(["uid", "ts"]).agg(pl.col("node").drop_nulls().max())
             pods = pods.drop("node").join(nodes, on=["uid", "ts"], how="left")
@@ -194,16 +226,21 @@ def _latest_per_uid(frame: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
     )
 
 
+def _uids(frame: pl.DataFrame) -> list[str]:
+    return frame["uid"].drop_nulls().unique().sort().to_list()
+
+
 def _pod_attributes(
-    source: MetricsSource, q0: datetime, end: datetime, notes: list[str] | None
+    source: MetricsSource, uids: list[str], q0: datetime, end: datetime,
+    notes: list[str] | None,
 ) -> pl.DataFrame:
     """uid -> service_account, labels (JSON), queue_name, owner_kind, owner_name."""
-    sa = source.raw_samples("kube_pod_service_account", q0, end)
+    sa = read_for_uids(source, "kube_pod_service_account", uids, q0, end)
     if sa.height == 0:
         _note(notes, "kube_pod_service_account absent: service_account is null")
     out = _latest_per_uid(sa, ["service_account"])
 
-    owner = source.raw_samples("kube_pod_owner", q0, end)
+    owner = read_for_uids(source, "kube_pod_owner", uids, q0, end)
     if owner.height == 0:
         _note(notes, "kube_pod_owner absent: owner_kind/owner_name are null")
     else:
@@ -216,7 +253,7 @@ def _pod_attributes(
     )
     out = out.join(owners, on="uid", how="full", coalesce=True)
 
-    labels = source.raw_samples("kube_pod_labels", q0, end)
+    labels = read_for_uids(source, "kube_pod_labels", uids, q0, end)
     if labels.height == 0 or "uid" not in labels.columns:
         _note(notes, "kube_pod_labels absent (KSM exports pod labels only when allow-listed with "
                      "--metric-labels-allowlist): labels and queue_name are null")
@@ -256,7 +293,8 @@ def pod_gpu_allocations(
     pods = _pod_samples(source, q0, end, resource, notes)
     if pods.height == 0:
         return empty(POD_GPU_ALLOCATION_SCHEMA)
-    phase = source.raw_samples('kube_pod_status_phase{phase="Running"}', q0, end)
+    phase = read_for_uids(source, "kube_pod_status_phase", _uids(pods), q0, end,
+                          'phase="Running"')
     if phase.height == 0 or "uid" not in phase.columns:
         _note(notes, 'kube_pod_status_phase{phase="Running"}: no samples; no pod counted as '
                      "Running")
@@ -288,7 +326,7 @@ def pod_gpu_allocations(
         * (pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds()
         / _US
     )
-    attrs = _pod_attributes(source, q0, end, notes)
+    attrs = _pod_attributes(source, _uids(runs), q0, end, notes)
     out = runs.join(attrs, on="uid", how="left")
     return conform(out, POD_GPU_ALLOCATION_SCHEMA).sort(["namespace", "pod", "uid", "start_ts"])
 

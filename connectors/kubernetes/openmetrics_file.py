@@ -13,6 +13,7 @@ regexes are fully anchored as in PromQL, a missing label matches ``""``.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import re
 from dataclasses import dataclass
@@ -32,7 +33,6 @@ from connectors.kubernetes.prometheus import (
 from connectors.kubernetes.records import SERIES_BASE
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL_BLOCK = re.compile(r"\{((?:[^\"}]|\"(?:[^\"\\]|\\.)*\")*)\}")
 _LABEL_PAIR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 _MATCHER = re.compile(
     r"""\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')\s*,?"""
@@ -52,6 +52,7 @@ class _Series:
     labels: dict[str, str]  # without __name__, empty values dropped
     ts_ms: list[int]
     values: list[float]
+    ordered: bool = True  # timestamps non-decreasing (as promtool requires per series)
 
 
 @dataclass(frozen=True)
@@ -139,25 +140,30 @@ class OpenMetricsFileSource:
                     series = self._new_series(key, line_no)
                     index[key] = series
                     by_name.setdefault(series.name, []).append(series)
+                if series.ts_ms and ts < series.ts_ms[-1]:
+                    series.ordered = False
                 series.ts_ms.append(ts)
                 series.values.append(value)
         self._by_name = by_name
         return by_name
 
     def _split(self, line: str, line_no: int) -> tuple[str, float, int]:
+        """(``name{labels}`` as written, value, timestamp in ms) of a sample line."""
+        if " # {" in line:  # an exemplar follows the sample
+            line = line[: line.rfind(" # {")]
         brace = line.find("{")
         space = line.find(" ")
         if brace != -1 and (space == -1 or brace < space):
-            block = _LABEL_BLOCK.match(line, brace)
-            if block is None:
+            close = line.rfind("}")  # value and timestamp never contain a brace
+            if close < brace:
                 self._fail(line_no, "an unterminated label set", line)
-            key, rest = line[: block.end()], line[block.end():]
+            key, rest = line[: close + 1], line[close + 1 :]
         else:
             if space == -1:
                 self._fail(line_no, "a value after the metric name", line)
             key, rest = line[:space], line[space:]
         parts = rest.split()
-        if len(parts) < 2 or parts[1] == "#":
+        if len(parts) < 2:
             self._fail(line_no, "a value and a timestamp (seconds)", line)
         try:
             value = float(parts[0])
@@ -216,12 +222,18 @@ class OpenMetricsFileSource:
         ts_parts: list[int] = []
         value_parts: list[float] = []
         for s in self._select(selector):
-            n = 0
-            for t, v in zip(s.ts_ms, s.values, strict=True):
-                if lo <= t < hi:
-                    ts_parts.append(t)
-                    value_parts.append(v)
-                    n += 1
+            if s.ordered:
+                i, j = bisect.bisect_left(s.ts_ms, lo), bisect.bisect_left(s.ts_ms, hi)
+                ts_parts.extend(s.ts_ms[i:j])
+                value_parts.extend(s.values[i:j])
+                n = j - i
+            else:
+                n = 0
+                for t, v in zip(s.ts_ms, s.values, strict=True):
+                    if lo <= t < hi:
+                        ts_parts.append(t)
+                        value_parts.append(v)
+                        n += 1
             if n:
                 label_sets.append({**s.labels, "__name__": s.name})
                 counts.append(n)

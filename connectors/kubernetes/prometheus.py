@@ -278,6 +278,10 @@ class PrometheusConfig:
     backoff_s: float = 1.0  # sleep backoff_s * 2**attempt between attempts
     chunk: timedelta = DEFAULT_CHUNK  # raw-sample window per request
     method: str = "GET"
+    # gzip responses: Prometheus compresses ~16 MB/s per request (measured: a 7 MB body took
+    # 0.45 s gzip vs 0.11 s identity on loopback). Off by default (in-cluster / LAN reads);
+    # turn on across slow links.
+    compress: bool = False
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
@@ -293,6 +297,11 @@ class PrometheusConfig:
     @property
     def base_url(self) -> str:
         return self.url.rstrip("/")
+
+    @property
+    def display_url(self) -> str:
+        """`base_url` without any user:password@ part (for messages)."""
+        return re.sub(r"(?<=://)[^/@]*@", "", self.base_url)
 
 
 class PrometheusHttpSource:
@@ -334,7 +343,11 @@ class PrometheusHttpSource:
     # ------------------------------------------------------------------ plumbing
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json", **dict(self.config.headers)}
+        headers = {
+            "Accept": "application/json",
+            "Accept-Encoding": "gzip" if self.config.compress else "identity",
+            **dict(self.config.headers),
+        }
         if self.config.bearer_token_file is not None:
             token = _read_secret(self.config.bearer_token_file)
             headers["Authorization"] = f"Bearer {token}"
@@ -352,6 +365,7 @@ class PrometheusHttpSource:
     def _request(self, path: str, params: dict[str, str], what: str) -> bytes:
         """Body of a successful response; retries transient failures, else SourceError."""
         url = f"{self.config.base_url}{path}"
+        shown = f"{self.config.display_url}{path}"
         attempts = self.config.retries + 1
         last = ""
         for attempt in range(attempts):
@@ -378,22 +392,22 @@ class PrometheusHttpSource:
                 requests.exceptions.ContentDecodingError,
             ) as exc:
                 last = f"{type(exc).__name__}: {exc}"
-                log.info("prometheus %s attempt %d/%d failed: %s", url, attempt + 1, attempts,
+                log.info("prometheus %s attempt %d/%d failed: %s", shown, attempt + 1, attempts,
                          last)
                 continue
             except requests.RequestException as exc:
-                msg = f"Prometheus at {url}: query {what!r} failed: {type(exc).__name__}: {exc}"
+                msg = f"Prometheus at {shown}: query {what!r} failed: {type(exc).__name__}: {exc}"
                 raise SourceError(msg) from exc
             if response.status_code == 200:
                 return body
             detail = _error_detail(body)
             last = f"HTTP {response.status_code}: {detail}"
             if response.status_code in RETRY_STATUS:
-                log.info("prometheus %s attempt %d/%d: %s", url, attempt + 1, attempts, last)
+                log.info("prometheus %s attempt %d/%d: %s", shown, attempt + 1, attempts, last)
                 continue
-            raise _HttpError(url, what, response.status_code, detail)
+            raise _HttpError(shown, what, response.status_code, detail)
         msg = (
-            f"Prometheus at {url} did not answer query {what!r} after {attempts} attempt(s): "
+            f"Prometheus at {shown} did not answer query {what!r} after {attempts} attempt(s): "
             f"{last}"
         )
         raise SourceError(msg)
@@ -441,7 +455,7 @@ class PrometheusHttpSource:
             frame = parse_matrix(body)
         except (ValueError, pl.exceptions.PolarsError) as exc:
             msg = (
-                f"Prometheus at {self.config.base_url}: query {query!r}: expected a matrix JSON "
+                f"Prometheus at {self.config.display_url}: query {query!r}: expected a matrix JSON "
                 f"response, found {body[:200]!r} ({exc})"
             )
             raise SourceError(msg) from exc
@@ -460,7 +474,7 @@ class PrometheusHttpSource:
         try:
             return parse_series(body)
         except (ValueError, pl.exceptions.PolarsError) as exc:
-            msg = f"Prometheus at {self.config.base_url}: series {match!r}: bad response ({exc})"
+            msg = f"Prometheus at {self.config.display_url}: series {match!r}: bad response ({exc})"
             raise SourceError(msg) from exc
 
     # ------------------------------------------------------------------ dashboards only

@@ -45,7 +45,7 @@ def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "J
     JobIDRaw as Int64, ``step_id`` the step part (null for allocation rows).
     """
     j, r = pl.col(job_id), pl.col(job_id_raw)
-    s1 = frame.select(
+    s1 = frame.lazy().select(
         j.alias("_j"),
         r.alias("_r"),
         j.str.find(".", literal=True).alias("_dot"),
@@ -65,9 +65,9 @@ def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "J
         "_jok",
         "_rok",
     )
-    parent = pl.col("job_id")
-    has_sub = bool(s2.select(parent.str.contains(r"[_+]").any()).item())
+    has_sub = bool(frame.select(pl.col(job_id).str.contains(r"[_+]").any()).item())
     if has_sub:
+        parent = pl.col("job_id")
         us = parent.str.find("_", literal=True)
         plus = parent.str.find("+", literal=True)
         s3 = s2.with_columns(us.alias("_us"), plus.alias("_plus"))
@@ -100,4 +100,4 @@ def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "J
         pl.col("step_id").is_not_null().alias("is_step"),
         (~pl.col("_jok")).alias("_bad_JobID"),
         (~pl.col("_rok") | (pl.col("_jok") & ~same_step)).alias("_bad_JobIDRaw"),
-    )  # fmt: skip
+    ).collect()  # fmt: skip

@@ -54,7 +54,9 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import os
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +75,7 @@ from connectors.slurm.records import (
 from connectors.slurm.states import EXIT_EXPECTED, STATE_EXPECTED, exit_exprs, state_exprs
 from connectors.slurm.timefmt import (
     DURATION_EXPECTED,
+    DURATION_RE,
     TIME_EXPECTED,
     check_timezone,
     duration_exprs,
@@ -246,10 +249,11 @@ def _lookup(values: pl.Series, build: Callable[[pl.DataFrame], pl.DataFrame]) ->
     """
     table = build(pl.DataFrame({"_k": values.unique()}, schema={"_k": pl.String}))
     return (
-        pl.DataFrame({"_k": values}, schema={"_k": pl.String})
-        .join(table, on="_k", how="left", nulls_equal=True, maintain_order="left")
+        pl.DataFrame({"_k": values}, schema={"_k": pl.String}).lazy()
+        .join(table.lazy(), on="_k", how="left", nulls_equal=True, maintain_order="left")
         .drop("_k")
-    )
+        .collect()
+    )  # fmt: skip
 
 
 def _typed(raw: pl.DataFrame, present: set[str], timezone: str) -> tuple[pl.DataFrame, list[_Check]]:
@@ -257,6 +261,9 @@ def _typed(raw: pl.DataFrame, present: set[str], timezone: str) -> tuple[pl.Data
 
     ``raw`` has ``line_no`` and one String column per field of :data:`KNOWN_FIELDS` (null when the
     dump does not have the field). Returns the checks that apply (fields present in the dump).
+
+    Low-cardinality fields (TRES, State, exit codes, node lists) are parsed once per distinct
+    value; ``Elapsed``/``Timelimit`` texts are only checked when their ``…Raw`` twin is present.
     """
     ids = jobid_frame(raw)
     times = time_frame(raw, list(TIME_FIELDS), timezone)
@@ -289,28 +296,19 @@ def _typed(raw: pl.DataFrame, present: set[str], timezone: str) -> tuple[pl.Data
             return f.select("_k", value.alias(out), bad.fill_null(False).alias(f"_bad_{field_name}"))
         return build
 
-    def k_minutes(f: pl.DataFrame) -> pl.DataFrame:
-        value, bad = raw_seconds_exprs("_k", factor=60)
-        return f.select("_k", value.alias("_tl_raw"), bad.fill_null(False).alias("_bad_TimelimitRaw"))
-
-    def k_match(pattern: str, field_name: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
-        def build(f: pl.DataFrame) -> pl.DataFrame:
-            return f.select("_k", (~pl.col("_k").str.contains(pattern)).fill_null(False)
-                            .alias(f"_bad_{field_name}"))  # fmt: skip
-        return build
-
     parts = [
         _lookup(raw["State"], k_state),
         _lookup(raw["ExitCode"], k_exit("", "ExitCode")),
         _lookup(raw["DerivedExitCode"], k_exit("derived_", "DerivedExitCode")),
         _lookup(raw["AllocTRES"], k_tres("alloc", "AllocTRES")),
         _lookup(raw["ReqTRES"], k_tres("req", "ReqTRES")),
-        _lookup(raw["Elapsed"], k_duration("_el", "Elapsed")),
-        _lookup(raw["Timelimit"], k_duration("_tl", "Timelimit")),
-        _lookup(raw["TimelimitRaw"], k_minutes),
-        _lookup(raw["Cluster"], k_match(r"^\S+$", "Cluster")),
-        _lookup(raw["Flags"], k_match(r"^[A-Za-z_,]*$", "Flags")),
     ]
+    has_el_raw = "ElapsedRaw" in present
+    has_tl_raw = "TimelimitRaw" in present
+    if not has_el_raw:
+        parts.append(_lookup(raw["Elapsed"], k_duration("elapsed_s", "Elapsed")))
+    if not has_tl_raw:
+        parts.append(_lookup(raw["Timelimit"], k_duration("timelimit_s", "Timelimit")))
     nodes, nodes_err = expand_hostlist_column(raw["NodeList"])
 
     def num(col: str) -> tuple[pl.Expr, pl.Expr]:
@@ -318,11 +316,23 @@ def _typed(raw: pl.DataFrame, present: set[str], timezone: str) -> tuple[pl.Data
         n = c.str.to_integer(strict=False)
         return n, ((n.is_null() & (c != "")) | (n < 0)).fill_null(False)
 
+    def matches(col: str, pattern: str) -> pl.Expr:
+        return (~pl.col(col).str.contains(pattern)).fill_null(False)
+
     uid, uid_bad = num("UID")
     cpus, cpus_bad = num("AllocCPUS")
     nnodes, nnodes_bad = num("AllocNodes")
-    el_raw, el_raw_bad = raw_seconds_exprs("ElapsedRaw")
-    direct = raw.select(
+    extra: list[pl.Expr] = []
+    if has_el_raw:
+        el_raw, el_raw_bad = raw_seconds_exprs("ElapsedRaw")
+        extra += [el_raw.alias("elapsed_s"), el_raw_bad.fill_null(False).alias("_bad_ElapsedRaw"),
+                  matches("Elapsed", DURATION_RE).alias("_bad_Elapsed")]  # fmt: skip
+    if has_tl_raw:
+        tl_raw, tl_raw_bad = raw_seconds_exprs("TimelimitRaw", factor=60)
+        extra += [tl_raw.alias("timelimit_s"),
+                  tl_raw_bad.fill_null(False).alias("_bad_TimelimitRaw"),
+                  matches("Timelimit", DURATION_RE).alias("_bad_Timelimit")]  # fmt: skip
+    direct = raw.lazy().select(
         pl.col("line_no").cast(pl.Int64),
         pl.col("JobID").alias("job_id_text"),
         pl.col("JobName").alias("job_name"),
@@ -336,21 +346,20 @@ def _typed(raw: pl.DataFrame, present: set[str], timezone: str) -> tuple[pl.Data
         cpus_bad.alias("_bad_AllocCPUS"),
         nnodes.alias("alloc_nodes"),
         nnodes_bad.alias("_bad_AllocNodes"),
-        el_raw.alias("_el_raw"),
-        el_raw_bad.fill_null(False).alias("_bad_ElapsedRaw"),
+        *extra,
         pl.col("NodeList").alias("nodelist"),
         pl.col("AllocTRES").alias("alloc_tres"),
         pl.col("ReqTRES").alias("req_tres"),
         pl.col("Cluster").alias("cluster"),
+        matches("Cluster", r"^\S+$").alias("_bad_Cluster"),
         pl.col("Reservation").alias("reservation"),
         pl.col("Reason").alias("reason"),
         pl.col("Flags").alias("flags"),
+        matches("Flags", r"^[A-Za-z_,]*$").alias("_bad_Flags"),
         pl.col("WCKey").alias("wckey"),
         pl.col("AdminComment").alias("admin_comment"),
-    )
+    ).collect()
     out = pl.concat([direct, ids, times, *parts], how="horizontal").with_columns(
-        pl.coalesce("_el_raw", "_el").alias("elapsed_s"),
-        pl.coalesce("_tl_raw", "_tl").alias("timelimit_s"),
         nodes.alias("nodes"),
         nodes_err.alias("_nodes_err"),
         nodes_err.is_not_null().alias("_bad_NodeList"),
@@ -504,14 +513,21 @@ def _split(lines: pl.DataFrame, sep: str, n_fields: int) -> tuple[pl.DataFrame, 
     separators) and field ``n`` does not (not too many). Returns (split frame, fits mask).
     """
     names = [f"f{i}" for i in range(n_fields + 1)]
-    split = lines.select(
-        pl.col("line_no").cast(pl.Int64),
-        pl.col("line").str.split_exact(sep, n_fields).struct.rename_fields(names).alias("_s"),
-    ).unnest("_s")
-    fits = split.select(
-        pl.col(f"f{n_fields - 1}").is_not_null() & pl.col(f"f{n_fields}").is_null()
-    ).to_series()
-    return split.drop(f"f{n_fields}"), fits
+    split = (
+        lines.lazy()
+        .select(
+            pl.col("line_no").cast(pl.Int64),
+            pl.col("line").str.split_exact(sep, n_fields).struct.rename_fields(names).alias("_s"),
+        )
+        .unnest("_s")
+        .with_columns(
+            (pl.col(f"f{n_fields - 1}").is_not_null() & pl.col(f"f{n_fields}").is_null())
+            .alias("_fits")
+        )
+        .drop(f"f{n_fields}")
+        .collect()
+    )  # fmt: skip
+    return split.drop("_fits"), split["_fits"]
 
 
 def _candidates(odd: pl.DataFrame, header: list[str | None], sep: str, source_file: str
@@ -565,11 +581,11 @@ def _choose(cands: pl.DataFrame, meta: list[tuple[int, int, str, tuple[str, ...]
     raw = _raw_frame(cands.drop("_cand"), header).with_columns(cands["_cand"])
     typed, checks = _typed(raw.drop("_cand"), present, timezone)
     ok = typed.select(~_bad_any(checks)).to_series()
-    free_cols = [str(h) for h in header if h in FREE_TEXT_FIELDS]
+    free = [(str(h), f"f{i}") for i, h in enumerate(header) if h in FREE_TEXT_FIELDS]
     plausible = [
-        all(_plausible_free_text(name, v or "") for name, v in zip(free_cols, vals, strict=True))
-        for vals in raw.select(free_cols).iter_rows()
-    ] if free_cols else [True] * raw.height  # fmt: skip
+        all(_plausible_free_text(name, v or "") for (name, _), v in zip(free, vals, strict=True))
+        for vals in cands.select([c for _, c in free]).iter_rows()
+    ]
     good = [bool(a) and b for a, b in zip(ok.to_list(), plausible, strict=True)]
     by_line: dict[int, list[int]] = {}
     for idx, (line_no, is_good) in enumerate(zip(cands["line_no"].to_list(), good, strict=True)):
@@ -625,69 +641,154 @@ def _bridge_pods(admin: pl.Series) -> pl.Series:
             pods.append([p for p in value if isinstance(p, str)] if isinstance(value, list) else [])
         return f.with_columns(pl.Series("bridge_pods", pods, dtype=pl.List(pl.String)))
 
+    if not admin.str.contains('"pods"', literal=True).any():
+        return pl.repeat([], admin.len(), dtype=pl.List(pl.String), eager=True).alias("bridge_pods")
     return _lookup(admin, build).to_series()
 
 
-def _with_run_keys(typed: pl.DataFrame) -> pl.DataFrame:
-    """Add ``run_key`` to allocation rows and to each step (see the module docstring).
-
-    ``typed`` is in line order. Base key ``{cluster}:{job_id_raw}:{submit_epoch}``; rows sharing
-    a base key get ``#n`` by (start, end, line_no). Steps take the key of the nearest allocation
-    row above them with the same cluster and JobIDRaw (else the nearest below, else null).
-    """
-    alloc = ~pl.col("is_step")
+def _run_keys(runs: pl.DataFrame) -> pl.DataFrame:
+    """Add ``run_key`` to allocation rows (see the module docstring for the rule and ``#n``)."""
     submit = pl.col("submit").dt.epoch("s").cast(pl.String).fill_null("none")
     key = pl.concat_str(
         [pl.col("cluster"), pl.lit(":"), pl.col("job_id_raw").cast(pl.String), pl.lit(":"), submit]
     )
-    out = typed.with_columns(pl.when(alloc).then(key).alias("run_key"))
-    dup = out.select(pl.col("run_key").is_duplicated() & alloc).to_series()
-    if dup.any():
-        ranked = (
-            out.with_row_index("_i")
-            .filter(dup)
-            .sort(["run_key", "start", "end", "line_no"], nulls_last=True)
-            .with_columns(pl.int_range(pl.len()).over("run_key").alias("_n"))
-            .select(
-                "_i",
-                pl.when(pl.col("_n") == 0).then(pl.col("run_key"))
-                .otherwise(pl.format("{}#{}", pl.col("run_key"), pl.col("_n") + 1))
-                .alias("_key"),
-            )
-        )  # fmt: skip
-        out = (
-            out.with_row_index("_i")
-            .join(ranked, on="_i", how="left", maintain_order="left")
-            .with_columns(pl.coalesce("_key", "run_key").alias("run_key"))
-            .drop("_i", "_key")
-        )
-    # steps: in sacct's order the allocation row is the last allocation row above the step
-    ff = out.select(
-        pl.when(alloc).then("run_key").forward_fill().alias("_k"),
-        pl.when(alloc).then("job_id_raw").forward_fill().alias("_r"),
-        pl.when(alloc).then("cluster").forward_fill().alias("_c"),
-    )
-    same = (ff["_r"] == out["job_id_raw"]) & (ff["_c"] == out["cluster"])
-    step_key = pl.select(pl.when(same.fill_null(False)).then(ff["_k"])).to_series()
-    out = out.with_columns(
-        pl.when(pl.col("is_step")).then(step_key).otherwise(pl.col("run_key")).alias("run_key")
-    )
-    lost = out.select(pl.col("is_step") & pl.col("run_key").is_null()).to_series()
-    if not lost.any():
+    out = runs.lazy().with_columns(key.alias("run_key")).collect()
+    dup = out["run_key"].is_duplicated()
+    if not dup.any():
         return out
-    # a reordered dump: look the allocation up by (cluster, job_id_raw), above then below
-    anchors = out.filter(alloc).select("line_no", "cluster", "job_id_raw", "run_key")
-    probe = out.with_row_index("_i").filter(lost).select("_i", "line_no", "cluster", "job_id_raw")
-    by = ["cluster", "job_id_raw"]
-    back = probe.join_asof(anchors, on="line_no", by=by, strategy="backward")
-    ahead = probe.join_asof(anchors, on="line_no", by=by, strategy="forward")
-    found = back.select("_i", pl.coalesce(back["run_key"], ahead["run_key"]).alias("_found"))
+    ranked = (
+        out.with_row_index("_i")
+        .filter(dup)
+        .sort(["run_key", "start", "end", "line_no"], nulls_last=True)
+        .with_columns(pl.int_range(pl.len()).over("run_key").alias("_n"))
+        .select(
+            "_i",
+            pl.when(pl.col("_n") == 0).then(pl.col("run_key"))
+            .otherwise(pl.format("{}#{}", pl.col("run_key"), pl.col("_n") + 1))
+            .alias("_key"),
+        )
+    )  # fmt: skip
     return (
         out.with_row_index("_i")
-        .join(found, on="_i", how="left", maintain_order="left")
-        .with_columns(pl.coalesce("run_key", "_found").alias("run_key"))
-        .drop("_i", "_found")
+        .join(ranked, on="_i", how="left", maintain_order="left")
+        .with_columns(pl.coalesce("_key", "run_key").alias("run_key"))
+        .drop("_i", "_key")
     )
+
+
+def _step_run_keys(steps: pl.DataFrame, runs: pl.DataFrame) -> pl.Series:
+    """The run of each step (see the module docstring).
+
+    ``steps._anchor`` is the line number of the last allocation row above the step within its
+    batch (null at the start of a batch). A step keeps its anchor's run when the anchor has the
+    same cluster and JobIDRaw; otherwise the run is looked up by (cluster, job_id_raw): nearest
+    allocation row above, else below.
+    """
+    if steps.height == 0:
+        return pl.Series("run_key", [], dtype=pl.String)
+    anchors = runs.select(
+        pl.col("line_no").alias("_anchor"), pl.col("cluster").alias("_ac"),
+        pl.col("job_id_raw").alias("_ar"), pl.col("run_key").alias("_ak"),
+    ).sort("_anchor")  # fmt: skip
+    probe = steps.select("line_no", "cluster", "job_id_raw", "_anchor").with_row_index("_i")
+    if probe["_anchor"].null_count():
+        # steps at the top of a batch: the anchor is the last allocation row of an earlier batch
+        top = probe.filter(pl.col("_anchor").is_null()).select("_i", "line_no").sort("line_no")
+        filled = top.join_asof(
+            anchors.select(pl.col("_anchor"), pl.col("_anchor").alias("line_no")),
+            on="line_no", strategy="backward",
+        )  # fmt: skip
+        probe = probe.update(filled.select("_i", "_anchor"), on="_i")
+    keyed = probe.lazy().join(anchors.lazy(), on="_anchor", how="left", maintain_order="left")
+    keyed = keyed.with_columns(
+        pl.when((pl.col("_ac") == pl.col("cluster")) & (pl.col("_ar") == pl.col("job_id_raw")))
+        .then("_ak").alias("run_key")
+    ).select("_i", "line_no", "cluster", "job_id_raw", "run_key").collect()
+    if keyed["run_key"].null_count() == 0:
+        return keyed["run_key"]
+    # a reordered dump: look the allocation up by (cluster, job_id_raw), above then below
+    lost = keyed.filter(pl.col("run_key").is_null()).drop("run_key").sort("line_no")
+    by_key = runs.select("line_no", "cluster", "job_id_raw", "run_key").sort("line_no")
+    by = ["cluster", "job_id_raw"]
+    back = lost.join_asof(by_key, on="line_no", by=by, strategy="backward")
+    ahead = lost.join_asof(by_key, on="line_no", by=by, strategy="forward")
+    found = back.select("_i", pl.coalesce(back["run_key"], ahead["run_key"]).alias("_found"))
+    return (
+        keyed.join(found, on="_i", how="left", maintain_order="left")
+        .select(pl.coalesce("run_key", "_found").alias("run_key"))
+        .to_series()
+    )
+
+
+#: Lines per batch at most: memory stays bounded and freed batches are reused by the allocator.
+BATCH_LINES = 1 << 19
+#: Batches parsed at the same time (Polars releases the GIL; each batch is mostly one-threaded).
+_THREADS = max(1, min(4, os.cpu_count() or 1))
+
+
+def _batch_size(n_lines: int) -> int:
+    """Split the lines into a multiple of the thread count, each at most ``BATCH_LINES``."""
+    parts = _THREADS * max(1, -(-n_lines // (_THREADS * BATCH_LINES)))
+    return max(1, -(-n_lines // parts))
+
+
+@dataclass
+class _Batch:
+    runs: pl.DataFrame
+    steps: pl.DataFrame
+    rejects: list[Reject]
+    blank_lines: int
+
+
+def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str], sep: str,
+                 timezone: str, source_file: str) -> _Batch:  # fmt: skip
+    """Split, validate and type one batch of lines (``line_no``, ``line``)."""
+    rejects: list[Reject] = []
+    n = len(header)
+    split, fits = _split(body, sep, n)
+    blank = (body["line"] == "").fill_null(False)
+    blank_lines = int(blank.sum())
+    if not fits.all():
+        odd = body.filter(~fits & ~blank).with_columns(pl.col("line_no").cast(pl.Int64))
+        split = split.filter(fits)
+        raw_of: dict[int, str] = dict(odd.select("line_no", "line").iter_rows())
+        cands, meta, odd_rejects = _candidates(odd, header, sep, source_file)
+        rejects.extend(odd_rejects)
+        chosen, choose_rejects = _choose(cands, meta, header, present, timezone, source_file,
+                                         raw_of)  # fmt: skip
+        rejects.extend(choose_rejects)
+        if chosen.height:
+            split = pl.concat([split, chosen], how="vertical").sort("line_no")
+
+    raw = _raw_frame(split, header)
+    del split
+    typed, checks = _typed(raw, present, timezone)
+    checks = _order_checks(checks, header)
+    later_cols = [pl.col(f"_later_{f}").is_not_null() for f in TIME_FIELDS]
+    flags = typed.select(
+        _bad_any(checks).alias("bad"),
+        (pl.any_horizontal(later_cols) & ~_bad_any(checks)).alias("amb"),
+    )
+    if flags["bad"].any() or flags["amb"].any():
+        typed, more = _fix_or_reject(typed, raw, flags, checks, timezone, source_file, body)
+        rejects.extend(more)
+    del raw
+    run_cols = [c for c in RUNS_SCHEMA if c in typed.columns]
+    step_cols = [c for c in _STEP_SOURCE_COLUMNS if c in typed.columns]
+    lf = typed.lazy().with_columns(
+        pl.when(~pl.col("is_step")).then(pl.col("line_no")).forward_fill().alias("_anchor")
+    )
+    runs = lf.filter(~pl.col("is_step")).select(run_cols).collect()
+    steps = lf.filter(pl.col("is_step")).select(*step_cols, "_anchor").collect()
+    return _Batch(runs, steps, rejects, blank_lines)
+
+
+_STEP_SOURCE_COLUMNS = (
+    "cluster", "job_id", "job_id_text", "job_id_raw", "step_id", "job_name", "account", "state",
+    "cancelled_by_uid", "exit_code", "exit_signal", "start", "end", "elapsed_s", "alloc_cpus",
+    "alloc_nodes", "nodelist", "nodes", "alloc_tres", "alloc_gpus", "alloc_gpu_types",
+    "alloc_mem_bytes", "line_no",
+)  # fmt: skip
 
 
 def parse_sacct(
@@ -723,58 +824,38 @@ def parse_sacct(
         raise ValueError(msg)
     header = _header_fields(header_line, sep, source_file)
     present = {h for h in header if h is not None}
-    n = len(header)
 
     body = lines.slice(1)
+    del lines
     lines_read = body.height + len(rejects)
-    split, fits = _split(body, sep, n)
-    blank = (body["line"] == "").fill_null(False)
-    blank_lines = int(blank.sum())
-    if not fits.all():
-        odd = body.filter(~fits & ~blank).with_columns(pl.col("line_no").cast(pl.Int64))
-        split = split.filter(fits)
-        raw_of: dict[int, str] = dict(odd.select("line_no", "line").iter_rows())
-        cands, meta, odd_rejects = _candidates(odd, header, sep, source_file)
-        rejects.extend(odd_rejects)
-        chosen, choose_rejects = _choose(cands, meta, header, present, timezone, source_file,
-                                         raw_of)  # fmt: skip
-        rejects.extend(choose_rejects)
-        if chosen.height:
-            split = pl.concat([split, chosen], how="vertical").sort("line_no")
+    size = _batch_size(body.height)
+    chunks = [body.slice(off, size) for off in range(0, max(body.height, 1), size)]
+    del body
 
-    raw = _raw_frame(split, header)
-    del split
-    typed, checks = _typed(raw, present, timezone)
-    checks = _order_checks(checks, header)
-    later_cols = [pl.col(f"_later_{f}").is_not_null() for f in TIME_FIELDS]
-    flags = typed.select(
-        _bad_any(checks).alias("bad"),
-        (pl.any_horizontal(later_cols) & ~_bad_any(checks)).alias("amb"),
-    )
-    if flags["bad"].any() or flags["amb"].any():
-        typed, more = _fix_or_reject(typed, raw, flags, checks, timezone, source_file, lines)
-        rejects.extend(more)
-    del raw, lines, body
+    def work(chunk: pl.DataFrame) -> _Batch:
+        return _parse_batch(chunk, header, present, sep, timezone, source_file)
 
-    typed = _with_run_keys(typed.select(
-        [c for c in typed.columns if not c.startswith("_")]
-    ))  # fmt: skip
-    runs_mask = ~typed["is_step"]
-    runs = typed.select(
-        [c for c in RUNS_SCHEMA if c in typed.columns]
-    ).filter(runs_mask)  # fmt: skip
+    with ThreadPoolExecutor(max_workers=min(len(chunks), _THREADS)) as pool:
+        batches = list(pool.map(work, chunks))
+    del chunks
+    for b in batches:
+        rejects.extend(b.rejects)
+    blank_lines = sum(b.blank_lines for b in batches)
+    runs = _run_keys(pl.concat([b.runs for b in batches], how="vertical"))
+    steps = pl.concat([b.steps for b in batches], how="vertical")
+    del batches
+
     runs = runs.with_columns(
         _bridge_pods(runs["admin_comment"]),
         pl.lit(source_file).alias("source_file"),
     ).select(list(RUNS_SCHEMA)).cast(RUNS_SCHEMA)  # fmt: skip
-    steps = typed.select(
+    steps = steps.with_columns(_step_run_keys(steps, runs)).lazy().select(
         "run_key", "cluster", "job_id", pl.col("job_id_text").alias("step_job_id"), "job_id_raw",
         "step_id", pl.col("job_name").alias("step_name"),
-        *(c for c in STEPS_SCHEMA if c in typed.columns and c not in {
+        *(c for c in STEPS_SCHEMA if c in steps.columns and c not in {
             "run_key", "cluster", "job_id", "job_id_raw", "step_id"}),
-    ).filter(~runs_mask).with_columns(
         pl.lit(source_file).alias("source_file"),
-    ).select(list(STEPS_SCHEMA)).cast(STEPS_SCHEMA)  # fmt: skip
+    ).select(list(STEPS_SCHEMA)).cast(STEPS_SCHEMA).collect()  # fmt: skip
 
     rejects.sort(key=lambda r: r.line_no)
     return SacctParse(

@@ -32,7 +32,7 @@ DURATION_NULL_TOKENS: tuple[str, ...] = ("", "UNLIMITED", "Partition_Limit", "IN
 
 NAIVE_FORMAT = "%Y-%m-%dT%H:%M:%S"
 OFFSET_FORMAT = "%Y-%m-%dT%H:%M:%S%#z"  # %#z: +0000, +00:00 and Z
-_DURATION_RE = r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.\d+)?$"
+DURATION_RE = r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.\d+)?$"
 _US = 1_000_000
 
 TIME_EXPECTED = (
@@ -95,7 +95,7 @@ def time_frame(frame: pl.DataFrame, fields: list[str], timezone: str) -> pl.Data
                 c.str.strptime(pl.Datetime("us", "UTC"), OFFSET_FORMAT, strict=False)
                 .dt.replace_time_zone(None).alias(f"_of_{f}")
             )  # fmt: skip
-    st = frame.select(s1)
+    st = frame.lazy().select(s1)
     # stage 2: local → UTC (both readings) where naive local times occur outside UTC
     s2: list[pl.Expr] = []
     local = timezone != "UTC"
@@ -143,13 +143,13 @@ def time_frame(frame: pl.DataFrame, fields: list[str], timezone: str) -> pl.Data
             ).alias(f"_bad_{f}")
             for f in fields
         ),
-    )
+    ).collect()
 
 
 def duration_exprs(col: str) -> tuple[pl.Expr, pl.Expr]:
     """(seconds as Int64, bad) for a duration column such as ``Elapsed`` or ``Timelimit``."""
     c = pl.col(col)
-    g = c.str.extract_groups(_DURATION_RE)
+    g = c.str.extract_groups(DURATION_RE)
 
     def part(name: str) -> pl.Expr:
         return g.struct.field(name).cast(pl.Int64).fill_null(0)

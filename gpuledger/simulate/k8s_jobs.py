@@ -14,7 +14,7 @@ from gpuledger.simulate.config import DAY, HOUR, MINUTE
 from gpuledger.simulate.k8s_model import JOB_TTL_SECONDS, AttemptPlan, PodPlan, WorkloadPlan
 from gpuledger.simulate.records import Incident, Profile
 from gpuledger.simulate.rng import k8s_uid, pod_suffix, short_hex, stream
-from gpuledger.simulate.scheduling import Placement, View, place
+from gpuledger.simulate.scheduling import MAX_WAIT, NoPlacement, Placement, View, place
 from gpuledger.simulate.slurm_jobs import SlurmBatch, SlurmSide
 from gpuledger.simulate.world import KUEUE_FLAVORS, NAMESPACE_BY_NAME, Namespace, Node, World
 
@@ -38,10 +38,10 @@ class BatchStream:
 
 
 BATCH_STREAMS = (
-    BatchStream("team-llm", "llm-train", 0.55, (1, 1, 2, 4), (2, 4, 8), 30 * MINUTE, 10 * HOUR,
+    BatchStream("team-llm", "llm-train", 0.5, (1, 1, 2, 4), (2, 4, 8), 1 * HOUR, 12 * HOUR,
                 "trainer"),
-    BatchStream("research", "research-job", 0.25, (1,), (1, 2), 30 * MINUTE, 6 * HOUR, "worker"),
-    BatchStream("sandbox", "sandbox-test", 0.20, (1,), (1,), 10 * MINUTE, 2 * HOUR, "main"),
+    BatchStream("research", "research-job", 0.3, (1,), (1, 2, 4), 1 * HOUR, 8 * HOUR, "worker"),
+    BatchStream("sandbox", "sandbox-test", 0.2, (1,), (1, 2), 30 * MINUTE, 4 * HOUR, "main"),
     BatchStream("team-vision", "vit-finetune", 0.6, (1, 2), (1, 2, 4), 20 * MINUTE, 4 * HOUR,
                 "trainer"),
 )
@@ -125,8 +125,10 @@ class K8sSide:
         spec = STREAM_BY_NS[arrival.kind]
         rng = self.rng
         ns = NAMESPACE_BY_NAME[spec.namespace]
-        pods = min(rng.choice(spec.pods), len(self._nodes_for(ns)))
+        pods = min(rng.choice(spec.pods), max(1, len(self._nodes_for(ns)) - 1))
         gpus = rng.choice(spec.gpus)
+        while pods * gpus > 16:  # a gang takes at most two full nodes
+            gpus //= 2
         duration = log_uniform(rng, spec.min_duration, spec.max_duration)
         fail = rng.random() < FAILURE_RATE
         plan = self.batch_job(ns, spec, arrival.time, pods, gpus, duration, fail=fail)
@@ -182,7 +184,15 @@ class K8sSide:
                   duration: int, *, fail: bool = False) -> WorkloadPlan:
         rng = self.rng
         job, job_uid, workload, wl_uid = self.job_identity(ns, spec.prefix)
-        admitted, placements = self.place_pods(ns, pods, gpus, created + 2, duration + 2 * MINUTE)
+        owner_label = rng.choice(ns.owners)
+        try:
+            admitted, placements = self.place_pods(ns, pods, gpus, created + 2,
+                                                   duration + 2 * MINUTE)
+        except NoPlacement:  # never admitted: the user deletes the Job after MAX_WAIT
+            plan = self.workload_plan(ns, workload, wl_uid, "Job", job, job_uid, "Job", job,
+                                      created, pods, gpus, spec.container, PYTORCH_IMAGE, (),
+                                      owner_label=owner_label)
+            return replace(plan, deleted=created + MAX_WAIT)
         running = self.run_pods(ns, job, 0, placements, admitted)
         ready = max(p.running or admitted for p in running)
         if fail:
@@ -197,7 +207,7 @@ class K8sSide:
                               outcome=outcome)
         return self.workload_plan(ns, workload, wl_uid, "Job", job, job_uid, "Job", job,
                                   created, pods, gpus, spec.container, PYTORCH_IMAGE,
-                                  (attempt,), owner_label=rng.choice(ns.owners))
+                                  (attempt,), owner_label=owner_label)
 
     def workload_plan(self, ns: Namespace, workload: str, wl_uid: str, owner_kind: str,
                       owner_name: str, owner_uid: str, pod_owner_kind: str, pod_owner_name: str,
@@ -224,8 +234,12 @@ class K8sSide:
         ns = NAMESPACE_BY_NAME["research"]
         gpus = rng.choice((1, 2))
         duration = log_uniform(rng, 30 * MINUTE, 3 * HOUR)
-        start, placements = place(self.slurm_view, self.shared_nodes, gpus, 1, created + 5,
-                                  self.place_rng, duration=duration + 5 * MINUTE, owner="slurm")
+        try:
+            start, placements = place(self.slurm_view, self.shared_nodes, gpus, 1, created + 5,
+                                      self.place_rng, duration=duration + 5 * MINUTE,
+                                      owner="slurm")
+        except NoPlacement:
+            return K8sBatch()
         p = placements[0]
         job = self.next_name(ns.name, "bridge-eval")
         name = f"{job}-0-{pod_suffix(self.seed, ns.name, job)}"

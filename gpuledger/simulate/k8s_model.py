@@ -67,6 +67,7 @@ class WorkloadPlan:
     owner_label: str  # "" for none
     attempts: tuple[AttemptPlan, ...]
     min_count: int | None = None
+    deleted: int | None = None  # the Workload (its Job) was deleted; None: exists at the end
     managed_by_kueue: bool = True
     view: str = "kubernetes"
     extra_labels: tuple[tuple[str, str], ...] = field(default=())
@@ -157,8 +158,8 @@ def kueue_events(plan: WorkloadPlan) -> list[KueueEvent]:
         else:
             events.append(KueueEvent(attempt.ended, "finish", cq, plan.flavor, gpus))
             return events
-    # evicted and never admitted again: pending until the end
-    events.extend(_pending(cq, waiting_since, None))
+    # never admitted (again): pending until the user deletes the Job, or past the end
+    events.extend(_pending(cq, waiting_since, plan.deleted))
     return events
 
 

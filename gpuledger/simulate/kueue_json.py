@@ -230,7 +230,8 @@ class WorkloadWriter:
         if self.last_name.get(key, "") > plan.name:
             self.unsorted.add(key)
         self.last_name[key] = plan.name
-        part.write(plan.name + "\t" + json.dumps(item, sort_keys=True, ensure_ascii=False) + "\n")
+        text = "        " + _pretty(item, 2)  # already indented as an item of the List
+        part.write(plan.name + "\t" + text.replace("\n", _NEWLINE) + "\n")
         self.items += 1
 
     def _lines(self, key: tuple[str, str]) -> Iterator[str]:
@@ -253,9 +254,8 @@ class WorkloadWriter:
                 merged = heapq.merge(*(self._lines(k) for k in keys),
                                      key=lambda line: line.split("\t", 1)[0])
                 for line in merged:
-                    item = json.loads(line.split("\t", 1)[1])
-                    text = json.dumps(item, indent=4, sort_keys=True, ensure_ascii=False)
-                    out.write(("\n" if first else ",\n") + _indent(text, 8))
+                    text = line.rstrip("\n").split("\t", 1)[1].replace(_NEWLINE, "\n")
+                    out.write(("\n" if first else ",\n") + text)
                     first = False
             out.write("\n    ],\n" if not first else "],\n")
             out.write('    "kind": "List",\n    "metadata": {\n        "resourceVersion": ""\n'
@@ -272,6 +272,34 @@ def _name_prefix(name: str) -> str:
     return name
 
 
-def _indent(text: str, spaces: int) -> str:
-    pad = " " * spaces
-    return "\n".join(pad + line for line in text.split("\n"))
+_NEWLINE = "\x1e"  # stands for a line break inside a part file (JSON escapes real ones)
+_quote = json.encoder.encode_basestring  # the C-accelerated string quoting of json.dumps
+
+
+def _pretty(obj: object, level: int) -> str:
+    """``json.dumps(obj, indent=4, sort_keys=True, ensure_ascii=False)`` (as kubectl indents),
+    several times faster than the pure-Python encoder that ``indent`` forces."""
+    if isinstance(obj, dict):
+        if not obj:
+            return "{}"
+        inner = "    " * (level + 1)
+        body = ",\n".join(f"{inner}{_quote(k)}: {_pretty(obj[k], level + 1)}"
+                          for k in sorted(obj))
+        return "{\n" + body + "\n" + "    " * level + "}"
+    if isinstance(obj, list):
+        if not obj:
+            return "[]"
+        inner = "    " * (level + 1)
+        body = ",\n".join(inner + _pretty(v, level + 1) for v in obj)
+        return "[\n" + body + "\n" + "    " * level + "]"
+    if isinstance(obj, str):
+        return _quote(obj)
+    if obj is True:
+        return "true"
+    if obj is False:
+        return "false"
+    if obj is None:
+        return "null"
+    if isinstance(obj, int):
+        return str(obj)
+    return json.dumps(obj)

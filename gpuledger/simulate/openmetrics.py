@@ -19,6 +19,7 @@ from typing import TextIO
 from gpuledger.simulate.config import DAY
 from gpuledger.simulate.outputs import open_output
 from gpuledger.simulate.records import Holder, KueueEvent, PodRecord
+from gpuledger.simulate.rng import pod_suffix
 from gpuledger.simulate.scheduling import shared_owner
 from gpuledger.simulate.timefmt import day_of
 from gpuledger.simulate.utilization import busy_milli, gpu_util_percent
@@ -29,6 +30,7 @@ PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 KSM_TARGET = 'job="kube-state-metrics",instance="10.42.0.5:8080"'
 KUEUE_TARGET = 'job="kueue-controller-manager",instance="10.42.0.9:8443"'
 KSM_OFFSET, KUEUE_OFFSET = 10, 20  # scrape offsets inside each interval, as real targets have
+FLUSH_STEPS, FLUSH_LINES = 96, 400_000  # buffered scrapes per write (bounds memory)
 
 FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
@@ -75,6 +77,19 @@ class Irregularities:
     label_drift_from: int | None = None
     exported_everywhere: bool = False  # --dcgm-label-style exported
     late_cordons: tuple[tuple[str, int, int], ...] = ()  # node, planned, actual
+
+
+HISTOGRAMS = frozenset({"kueue_admission_wait_time_seconds"})
+
+
+def _series_key(line: str) -> str:
+    return line[:line.rindex("}") + 1]
+
+
+def _histogram_key(line: str) -> str:
+    """The histogram's labels without ``le``: one MetricPoint's lines stay together."""
+    start = line.index('cluster_queue="')
+    return line[start:line.index('"', start + 15)]
 
 
 def _fmt_ratio(milli: int) -> str:
@@ -131,6 +146,7 @@ class MetricsSweep:
         for name, _, _ in FAMILIES:
             self.parts[name] = open_output(tmp_dir / f"{name}.part", compress=False)
         self.samples = 0
+        self.flushed = 0
         self.busy_out = open_output(busy_path, compress=False)
         self.busy_out.write("gpu_uuid,day,busy_seconds\n")
         self.busy: dict[str, int] = {}  # uuid -> milli-seconds in the current day
@@ -159,6 +175,10 @@ class MetricsSweep:
             self.seq += 1
             heapq.heappush(self.event_heap, (e.time, self.seq, e))
 
+    def irregular_late(self, node: str, planned: int, actual: int) -> None:
+        """A shared node cordoned late (known once the planted scenario is generated)."""
+        self._late[(node, planned)] = actual
+
     # ------------------------------------------------------------------ sweep
 
     def advance(self, until: int) -> None:
@@ -171,7 +191,7 @@ class MetricsSweep:
             self._scrape_ksm(ts + KSM_OFFSET)
             self._scrape_kueue(ts + KUEUE_OFFSET)
             self.k += 1
-            if self.k % 64 == 0:
+            if self.k % FLUSH_STEPS == 0 or self.samples - self.flushed > FLUSH_LINES:
                 self._flush_buffers()
 
     def _emit(self, family: str, line: str) -> None:
@@ -179,10 +199,17 @@ class MetricsSweep:
         self.samples += 1
 
     def _flush_buffers(self) -> None:
+        """Write the buffered scrapes series by series: each series becomes one run of
+        time-ordered lines per flush (allowed in a backfill file), which gzip compresses far
+        better than one line per series per scrape. Histogram points stay whole."""
         for name, lines in self.buffers.items():
-            if lines:
-                self.parts[name].write("".join(lines))
-                lines.clear()
+            if not lines:
+                continue
+            key = _histogram_key if name in HISTOGRAMS else _series_key
+            lines.sort(key=key)  # stable: time order within a series is kept
+            self.parts[name].write("".join(lines))
+            lines.clear()
+        self.flushed = self.samples
 
     # ------------------------------------------------------------------ dcgm
 
@@ -199,7 +226,7 @@ class MetricsSweep:
             return f'job="dcgm-exporter-hpc",instance="{node.name}:9400"'
         target = f'job="nvidia-dcgm-exporter",instance="{node.host_ip}:9400"'
         if exported:
-            suffix = node.name.rsplit("-", 1)[-1]
+            suffix = pod_suffix(0, "dcgm-exporter", node.name)
             target += (f',container="nvidia-dcgm-exporter",namespace="gpu-operator",'
                        f'pod="nvidia-dcgm-exporter-{suffix}"')
         return target

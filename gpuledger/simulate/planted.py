@@ -24,7 +24,7 @@ from gpuledger.simulate.k8s_jobs import (
 from gpuledger.simulate.k8s_model import AttemptPlan, PodPlan
 from gpuledger.simulate.records import Incident, Profile
 from gpuledger.simulate.rng import k8s_uid, pod_suffix, short_hex, stream
-from gpuledger.simulate.scheduling import Placement, place
+from gpuledger.simulate.scheduling import NoPlacement, Placement, place
 from gpuledger.simulate.slurm_jobs import SlurmSide
 from gpuledger.simulate.timefmt import iso_utc, weekday
 from gpuledger.simulate.world import NAMESPACE_BY_NAME, SLURM_USERS, Node, World
@@ -58,10 +58,33 @@ class Planter:
         self.shared = [n for n in world.nodes if n.pool == "shared"]
         self.record = Plantings()
         self.warmup_day = min(1, cfg.days - 1)
+        self.schedule = self._schedule()
 
     # ------------------------------------------------------------------ schedule
 
     def arrivals(self) -> Iterator[Arrival]:
+        return iter(self.schedule)
+
+    def reservations(self) -> dict[str, dict[str, list[tuple[int, int]]]]:
+        """view -> node -> periods the ordinary schedulers must leave free, so that each
+        shared-node scenario happens exactly as planted (and nothing else collides)."""
+        out: dict[str, dict[str, list[tuple[int, int]]]] = {"slurm": {}, "kubernetes": {}}
+        for a in self.schedule:
+            node = str(a.param("node", ""))
+            day = a.time - a.time % DAY
+            if a.kind in ("drain_missed", "clean_handover"):
+                out["slurm"].setdefault(node, []).append((day + 3 * HOUR + 30 * MINUTE,
+                                                          day + 9 * HOUR + 30 * MINUTE))
+                out["kubernetes"].setdefault(node, []).append((day + 8 * HOUR,
+                                                               day + 10 * HOUR + 30 * MINUTE))
+            elif a.kind == "cordon_missed":
+                out["kubernetes"].setdefault(node, []).append((day + 16 * HOUR,
+                                                               day + 22 * HOUR))
+                out["slurm"].setdefault(node, []).append((day + 20 * HOUR,
+                                                          day + 23 * HOUR + 30 * MINUTE))
+        return out
+
+    def _schedule(self) -> list[Arrival]:
         cfg = self.world.config
         out: list[Arrival] = [Arrival(self.gen_start + 60, "planted", 0, "inference")]
         decoy_done = False
@@ -93,9 +116,16 @@ class Planter:
             if d % 3 == 1 or cfg.days == 1:
                 out.append(_arrival(day + 13 * HOUR, "preemption"))
         out.sort()
-        return iter(out)
+        return out
 
     def realize(self, arrival: Arrival) -> K8sBatch:
+        try:
+            return self._realize(arrival)
+        except NoPlacement:
+            self.record.skipped.append(f"{arrival.kind} {iso_utc(arrival.time)}: no GPUs free")
+            return K8sBatch()
+
+    def _realize(self, arrival: Arrival) -> K8sBatch:
         kind = arrival.kind
         if kind == "inference":
             restart = self.w0 + self.warmup_day * DAY + 10 * HOUR
@@ -144,55 +174,40 @@ class Planter:
     # ------------------------------------------------------------------ shared-node scenarios
 
     def drain_missed(self, at: int, node: Node) -> K8sBatch:
-        """A Slurm job started at night runs past 08:00; a pod starts on two of its GPUs."""
+        """A Slurm job started at night runs past 08:00; a pod starts on two of its GPUs.
+        The node is reserved for this in both views, so nothing else collides."""
         day = at - at % DAY
         handover = day + 8 * HOUR
-        view = self.slurm.view
-        start = max(at + 60, view.ready_time(node, 4))
-        if start > handover - 45 * MINUTE:
-            self.record.skipped.append(f"drain_missed {node.name} {iso_utc(day)}: node busy")
-            return K8sBatch()
-        indices = view.pick(node, 4, start)
+        indices = (0, 1, 2, 3)
+        start = at + 60
         end = handover + self.rng.randint(50 * MINUTE, 80 * MINUTE)
-        view.commit(node, indices, end)
+        self.slurm.view.commit(node, indices, end)
+        self.k8s.view.block(node, indices[2:], end)
         user = next(u for u in SLURM_USERS if u.name == "erin")
         slurm = self.slurm.planted_job(
             placement=Placement(node, indices), submit=at, start=start, end=end, user=user,
             account="ml-research", name="long-eval", timelimit_min=math.ceil((end - start) / 60)
             + 60)
-        k8s_view = self.k8s.view
-        overlap = indices[:2]
-        if max(k8s_view.free_at[node.name][i] for i in overlap) > handover:
-            self.record.skipped.append(f"drain_missed {node.name} {iso_utc(day)}: pod side busy")
-            return K8sBatch(slurm=[slurm])
-        k8s_view.block(node, indices[2:], end)  # keep other pods off the rest of the job's GPUs
-        batch = self._vision_pod(handover - 10, node, overlap, handover + 30,
+        batch = self._vision_pod(handover - 10, node, indices[:2], handover + 30,
                                  handover + 2 * HOUR, label="alice")
         batch.slurm.append(slurm)
         return batch
 
     def cordon_missed(self, at: int, node: Node) -> K8sBatch:
-        """A pod started in the afternoon runs past 20:00; Slurm starts a job on its GPUs."""
+        """A pod started in the afternoon runs past 20:00 (the node is cordoned late); Slurm
+        starts a job on two of its GPUs at 20:00."""
         day = at - at % DAY
         handover = day + 20 * HOUR
-        view = self.k8s.view
-        start = max(at + 20, view.ready_time(node, 4))
-        if start > handover - 90 * MINUTE:
-            self.record.skipped.append(f"cordon_missed {node.name} {iso_utc(day)}: node busy")
-            return K8sBatch()
-        indices = view.pick(node, 4, start)
+        indices = (0, 1, 2, 3)
+        start = at + 20
         end = handover + self.rng.randint(60 * MINUTE, 100 * MINUTE)
         batch = self._vision_pod(at, node, indices, start + 20, end, label="")
         self.record.late_cordons.append((node.name, handover, end))
-        slurm_view = self.slurm.view
         overlap = indices[:2]
         job_start = handover + 5
-        if max(slurm_view.free_at[node.name][i] for i in overlap) > job_start:
-            self.record.skipped.append(f"cordon_missed {node.name} {iso_utc(day)}: Slurm busy")
-            return batch
         job_end = job_start + 3 * HOUR
-        slurm_view.commit(node, overlap, job_end)
-        slurm_view.block(node, indices[2:], end)
+        self.slurm.view.commit(node, overlap, job_end)
+        self.slurm.view.block(node, indices[2:], end)
         user = next(u for u in SLURM_USERS if u.name == "dave")
         batch.slurm.append(self.slurm.planted_job(
             placement=Placement(node, overlap), submit=handover - 2 * MINUTE, start=job_start,
@@ -204,13 +219,8 @@ class Planter:
         day = at - at % DAY
         handover = day + 8 * HOUR
         start = day + 4 * HOUR
-        view = self.slurm.view
-        if view.ready_time(node, 4) > start or \
-                max(self.k8s.view.free_at[node.name][:4]) > handover:
-            self.record.skipped.append(f"clean_handover {node.name} {iso_utc(day)}: busy")
-            return K8sBatch()
-        indices = view.pick(node, 4, start)
-        view.commit(node, indices, handover)
+        indices = (0, 1, 2, 3)
+        self.slurm.view.commit(node, indices, handover)
         user = next(u for u in SLURM_USERS if u.name == "bob")
         slurm = self.slurm.planted_job(
             placement=Placement(node, indices), submit=at, start=start, end=handover, user=user,

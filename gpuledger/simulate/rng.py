@@ -12,7 +12,7 @@ _MASK32 = 0xFFFFFFFF
 
 def stream(seed: int, name: str) -> random.Random:
     """An independent random stream per purpose, so adding draws to one leaves the others alone."""
-    return random.Random(f"gpuledger/{seed}/{name}")
+    return random.Random(f"gpuledger/{seed}/{name}")  # noqa: S311 - simulation, not secrets
 
 
 def digest_hex(seed: int, *parts: object) -> str:

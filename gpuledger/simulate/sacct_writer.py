@@ -1,10 +1,12 @@
 """Writes the two sacct dumps row by row, as Slurm 22.05 prints them.
 
-* ``sacct-P.txt``: ``--parsable2`` with ``|``, local ISO times (``sacct_timezone``), memory
-  converted (``8G``) and the classic field order with JobName third, so a ``|`` in a job name
-  really adds a column;
+* ``sacct-P.txt``: ``--parsable2 --noconvert`` with ``|``, local ISO times (``sacct_timezone``)
+  and the classic field order with JobName third, so a ``|`` in a job name really adds a column;
 * ``sacct-unitsep-epoch.txt``: ``--delimiter=$'\\x1f' --noconvert`` with ``SLURM_TIME_FORMAT=%s``
-  in the contract's ``SACCT_FIELDS`` order (memory in ``M``).
+  in the contract's ``SACCT_FIELDS`` order.
+
+Both use ``--noconvert`` (memory in ``M``) like the real captures in
+tests/fixtures/real_slurm/.
 """
 
 from dataclasses import dataclass, fields
@@ -20,7 +22,7 @@ CLASSIC_FIELDS: tuple[str, ...] = (
     "TimelimitRaw", "AllocCPUS", "AllocNodes", "NodeList", "AllocTRES", "ReqTRES", "Cluster",
     "Reservation", "Reason", "Flags", "WCKey", "AdminComment",
 )
-TIME_FIELDS = frozenset({"Submit", "Eligible", "Start", "End"})
+TIME_FIELDS = ("Submit", "Eligible", "Start", "End")
 TRES_FIELDS = frozenset({"AllocTRES", "ReqTRES"})
 
 Tres = tuple[tuple[str, int], ...]  # (name, value); memory ("mem") in MiB
@@ -85,19 +87,18 @@ def render_tres(tres: Tres, convert: bool) -> str:
     return ",".join(sorted(parts))
 
 
-def _render(row: SacctRow, field: str, *, epoch: bool, zone: str) -> str:
-    if field == "Elapsed":
-        return elapsed(row.elapsed_seconds)
-    if field == "ElapsedRaw":
-        return str(row.elapsed_seconds)
-    value = getattr(row, _ATTR[field])
-    if field in TIME_FIELDS:
-        if isinstance(value, str):
-            return value
-        return str(value) if epoch else iso_local(value, zone)
-    if field in TRES_FIELDS:
-        return render_tres(value, convert=not epoch)
-    return value
+def _render(row: SacctRow) -> dict[str, str]:
+    """Every field as the epoch dump prints it (times as epoch seconds)."""
+    out: dict[str, str] = {}
+    for field, attr in _ATTR.items():
+        value = getattr(row, attr)
+        if field in TRES_FIELDS:
+            out[field] = render_tres(value, convert=False)  # --noconvert in both dumps
+        else:
+            out[field] = value if isinstance(value, str) else str(value)
+    out["Elapsed"] = elapsed(row.elapsed_seconds)
+    out["ElapsedRaw"] = str(row.elapsed_seconds)
+    return out
 
 
 class SacctWriter:
@@ -115,10 +116,13 @@ class SacctWriter:
         self.rows = 0
 
     def write(self, row: SacctRow) -> None:
-        plain = [_render(row, f, epoch=False, zone=self.zone) for f in CLASSIC_FIELDS]
-        epoch = [_render(row, f, epoch=True, zone=self.zone) for f in SACCT_FIELDS]
-        self._plain.write("|".join(plain) + "\n")
-        self._epoch.write(UNIT_SEPARATOR.join(epoch) + "\n")
+        fields = _render(row)
+        self._epoch.write(UNIT_SEPARATOR.join([fields[f] for f in SACCT_FIELDS]) + "\n")
+        for name in TIME_FIELDS:  # the plain dump prints local ISO times
+            value = getattr(row, _ATTR[name])
+            if not isinstance(value, str):
+                fields[name] = iso_local(value, self.zone)
+        self._plain.write("|".join([fields[f] for f in CLASSIC_FIELDS]) + "\n")
         self.rows += 1
 
     def close(self) -> None:

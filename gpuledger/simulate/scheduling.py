@@ -15,6 +15,11 @@ from gpuledger.simulate.world import Node
 K8S_DAY_START = 8 * HOUR
 K8S_DAY_END = 20 * HOUR
 SAMPLE_NODES = 24  # large pools are searched on a random sample of this many nodes
+MAX_WAIT = 3 * DAY  # a job that cannot start within this is given up by its user
+
+
+class NoPlacement(RuntimeError):
+    """No node can start the request within ``MAX_WAIT``."""
 
 
 def shared_owner(ts: int) -> str:
@@ -77,9 +82,12 @@ class Placement:
 class View:
     """One scheduler's belief of when each GPU is free again."""
 
-    def __init__(self, name: str, nodes: list[Node]) -> None:
+    def __init__(self, name: str, nodes: list[Node],
+                 reservations: dict[str, list[tuple[int, int]]] | None = None) -> None:
         self.name = name
         self.free_at: dict[str, list[int]] = {n.name: [0] * n.gpu_count for n in nodes}
+        # node -> [start, end) periods kept free of ordinary work for planted scenarios
+        self.reservations = reservations or {}
 
     def ready_time(self, node: Node, gpus: int) -> int:
         """Earliest time ``gpus`` GPUs of ``node`` are free."""
@@ -103,11 +111,32 @@ class View:
         self.commit(node, indices, until)
 
 
+def _avoid_reservations(view: View, node: Node, t: int, duration: int, owner: str) -> int | None:
+    """Push ``t`` past reserved periods (and into an ownership window on shared nodes)."""
+    periods = view.reservations.get(node.name, ())
+    for _ in range(50):
+        moved = False
+        for start, end in periods:
+            if t < end and t + duration > start:
+                t, moved = end, True
+        if node.pool == "shared" and owner:
+            fitted = fit_in_window(t, duration, owner)
+            if fitted is None:
+                return None
+            moved = moved or fitted != t
+            t = fitted
+        if not moved:
+            return t
+    return None
+
+
 def candidates(nodes: list[Node], rng: random.Random) -> list[Node]:
+    """All nodes of a small pool; a random run of ``SAMPLE_NODES`` nodes of a large one."""
     if len(nodes) <= SAMPLE_NODES:
         return nodes
-    picked = rng.sample(range(len(nodes)), SAMPLE_NODES)
-    return [nodes[i] for i in sorted(picked)]
+    first = rng.randrange(len(nodes))
+    picked = nodes[first:first + SAMPLE_NODES]
+    return picked + nodes[:SAMPLE_NODES - len(picked)]
 
 
 def place(view: View, nodes: list[Node], gpus_per_node: int, n_nodes: int, earliest: int,
@@ -115,23 +144,26 @@ def place(view: View, nodes: list[Node], gpus_per_node: int, n_nodes: int, earli
     """Earliest start for ``n_nodes`` x ``gpus_per_node`` GPUs on distinct nodes.
 
     On shared nodes the whole ``[start, start+duration)`` must fall into one period of ``owner``.
-    Returns (start, placements) or raises when no node can ever take the job.
+    Nodes that could only start it after ``MAX_WAIT`` are skipped (a GPU promised that far
+    ahead would sit idle until then); ``NoPlacement`` when too few nodes remain.
     """
     options: list[tuple[int, int, Node]] = []
     for order, node in enumerate(candidates(nodes, rng)):
         if node.gpu_count < gpus_per_node:
             continue
         t = max(earliest, view.ready_time(node, gpus_per_node))
-        if node.pool == "shared" and owner:
-            fitted = fit_in_window(t, duration, owner)
+        if node.pool == "shared":
+            fitted = _avoid_reservations(view, node, t, duration, owner)
             if fitted is None:
                 continue
             t = fitted
+        if t - earliest > MAX_WAIT:
+            continue
         options.append((t, order, node))
     if len(options) < n_nodes:
-        msg = (f"expected {n_nodes} node(s) with {gpus_per_node} GPUs in view {view.name}, "
-               f"found {len(options)}")
-        raise RuntimeError(msg)
+        msg = (f"expected {n_nodes} node(s) with {gpus_per_node} GPUs free within "
+               f"{MAX_WAIT // DAY} days in view {view.name}, found {len(options)}")
+        raise NoPlacement(msg)
     options.sort(key=lambda o: (o[0], o[1]))
     chosen = options[:n_nodes]
     start = max(t for t, _, _ in chosen)

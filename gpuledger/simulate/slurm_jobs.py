@@ -14,7 +14,7 @@ from gpuledger.simulate.config import HOUR, MINUTE
 from gpuledger.simulate.records import Holder, Profile
 from gpuledger.simulate.rng import stream
 from gpuledger.simulate.sacct_writer import SacctRow
-from gpuledger.simulate.scheduling import Placement, View, place
+from gpuledger.simulate.scheduling import MAX_WAIT, NoPlacement, Placement, View, place
 from gpuledger.simulate.slurm_rows import RecordPlan, Shape, StepPlan, emit
 from gpuledger.simulate.world import BRIDGE_ACCOUNT, BRIDGE_USER, SLURM_USERS, SlurmUser, World
 
@@ -225,6 +225,18 @@ class SlurmSide:
         return place(self.view, self._nodes_for(spec), spec.shape.gpus_per_node, spec.nodes,
                      earliest, self.place_rng, duration=bound, owner="slurm")
 
+    def _given_up(self, spec: JobSpec, job_id: str, raw: str, submit: int,
+                  eligible: int | str, reason: str = "Resources") -> RecordPlan:
+        """A job no node could start within MAX_WAIT: its user cancels it while pending."""
+        return RecordPlan(
+            job_id=job_id, job_id_raw=raw, name=spec.name, user=spec.user, account=spec.account,
+            partition=spec.partition, qos=spec.qos, submit=submit, eligible=eligible,
+            start=None, end=submit + MAX_WAIT, state=f"CANCELLED by {spec.user.uid}",
+            exit_code="0:0", derived_exit_code="0:0", timelimit_min=spec.timelimit_min,
+            placements=(), shape=spec.shape, reason=reason, pending_reason=reason, flags="",
+            wckey=spec.wckey, outcome="cancelled",
+        )
+
     def _commit(self, placements: list[Placement], until: int) -> None:
         for p in placements:
             self.view.commit(p.node, p.gpu_indices, until)
@@ -276,10 +288,16 @@ class SlurmSide:
 
     def _single(self, spec: JobSpec, batch: SlurmBatch, *, job_id: int | None = None) -> None:
         rng = self.rng
-        start, placements = self._place(spec, spec.submit)
+        job_id = self._take_id() if job_id is None else job_id
+        try:
+            start, placements = self._place(spec, spec.submit)
+        except NoPlacement:
+            batch.add(self._given_up(spec, str(job_id), str(job_id), spec.submit, spec.submit),
+                      self.w0, self.w1, self.cluster)
+            batch.jobs += 1
+            return
         end, state, exit_code, outcome = self._outcome(spec, start, rng)
         self._commit(placements, end)
-        job_id = self._take_id() if job_id is None else job_id
         state_key = state if state in ("COMPLETED", "TIMEOUT", "NODE_FAIL") else (
             "CANCELLED" if state.startswith("CANCELLED") else f"{state} {exit_code}")
         derived = "0:0"
@@ -329,7 +347,13 @@ class SlurmSide:
             throttled = i >= limit
             eligible = ends[i - limit] if throttled else spec.submit
             task = replace(spec, duration=max(300, int(spec.duration * rng.uniform(0.5, 1.2))))
-            start, placements = self._place(task, eligible)
+            try:
+                start, placements = self._place(task, eligible)
+            except NoPlacement:
+                batch.add(self._given_up(spec, f"{array_id}_{i}", str(raw_ids[i]), spec.submit,
+                                         eligible), self.w0, self.w1, self.cluster)
+                ends.append(eligible)
+                continue
             if i == failing:
                 end, state, exit_code, outcome = start + rng.randint(60, 600), "FAILED", "2:0", \
                     "failed"
@@ -364,7 +388,14 @@ class SlurmSide:
         rng = self.rng
         het_id = self._take_id()
         second_raw = self._take_id()
-        start, placements = self._place(spec, spec.submit)
+        try:
+            start, placements = self._place(spec, spec.submit)
+        except NoPlacement:
+            for offset, raw in ((0, het_id), (1, second_raw)):
+                batch.add(self._given_up(spec, f"{het_id}+{offset}", str(raw), spec.submit,
+                                         spec.submit), self.w0, self.w1, self.cluster)
+            batch.jobs += 1
+            return
         end = start + spec.duration
         self._commit(placements, end)
         cpu_node = rng.choice(self.hpc)
@@ -402,7 +433,13 @@ class SlurmSide:
         """Two records with one JobID: REQUEUED, then the run that completes (Submit reset)."""
         rng = self.rng
         job_id = self._take_id()
-        start1, placements1 = self._place(spec, spec.submit)
+        try:
+            start1, placements1 = self._place(spec, spec.submit)
+        except NoPlacement:
+            batch.add(self._given_up(spec, str(job_id), str(job_id), spec.submit, spec.submit),
+                      self.w0, self.w1, self.cluster)
+            batch.jobs += 1
+            return
         requeued_at = start1 + int(spec.duration * rng.uniform(0.2, 0.6))
         self._commit(placements1, requeued_at)
         profile = self._profile(spec, rng)
@@ -418,14 +455,24 @@ class SlurmSide:
         )
         batch.add(base, self.w0, self.w1, self.cluster)
         eligible = requeued_at + REQUEUE_BEGIN_DELAY
-        start2, placements2 = self._place(spec, eligible)
+        try:
+            start2, placements2 = self._place(spec, eligible)
+        except NoPlacement:
+            batch.add(self._given_up(spec, str(job_id), str(job_id), requeued_at, eligible,
+                                     reason="BeginTime"), self.w0, self.w1, self.cluster)
+            batch.jobs += 1
+            return
         end2 = start2 + spec.duration
         self._commit(placements2, end2)
+        # the run after a requeue: Reason BeginTime and an .extern CANCELLED with an empty
+        # ExitCode (real capture, job 2 in tests/fixtures/real_slurm)
+        steps = tuple(
+            replace(s, state="CANCELLED", exit_code="") if s.suffix == "extern" else s
+            for s in self._steps(spec, start2, end2, "COMPLETED", rng, with_srun=False))
         batch.add(replace(
             base, submit=requeued_at, eligible=eligible, start=start2, end=end2,
             state="COMPLETED", placements=tuple(placements2), flags=_flags(eligible, start2),
-            steps=self._steps(spec, start2, end2, "COMPLETED", rng, with_srun=False),
-            outcome="completed", pending_reason="BeginTime",
+            steps=steps, outcome="completed", reason="BeginTime", pending_reason="BeginTime",
         ), self.w0, self.w1, self.cluster)
         batch.jobs += 1
 

@@ -126,25 +126,31 @@ def _common(plan: RecordPlan, cluster: str) -> dict[str, object]:
     }
 
 
+def _requested_cpus(plan: RecordPlan) -> str:
+    """With no AllocTRES, sacct's AllocCPUS falls back to the cpu count of ReqTRES."""
+    req = tres(plan.shape, max(1, len(plan.placements)), billing=False, typed=False, req=True)
+    return str(dict(req)["cpu"])
+
+
 def _never_started(plan: RecordPlan, w1: int, cluster: str) -> SacctRow:
-    pending = plan.end >= w1  # not yet cancelled when sacct runs
-    nodes = max(1, len(plan.placements))
+    """Cancelled while pending: Start = End = the cancel time (real capture, job 4 in
+    tests/fixtures/real_slurm), or still PENDING when sacct runs."""
+    pending = plan.end >= w1
     return SacctRow(
         **_common(plan, cluster),
         state="PENDING" if pending else plan.state,
-        exit_code="0:0", eligible=plan.eligible, start="Unknown" if pending else "None",
+        exit_code="0:0", eligible=plan.eligible, start="Unknown" if pending else plan.end,
         end="Unknown" if pending else plan.end, elapsed_seconds=0,
-        alloc_cpus=str(plan.shape.cpus_per_node * nodes), alloc_nodes="0",
-        node_list=NOT_ASSIGNED, alloc_tres=(), reason=plan.pending_reason, flags="",
+        alloc_cpus=_requested_cpus(plan), alloc_nodes="0", node_list=NOT_ASSIGNED,
+        alloc_tres=(), reason=plan.pending_reason, flags="" if pending else "StartRecieved",
     )
 
 
 def _pending(plan: RecordPlan, cluster: str) -> SacctRow:
-    nodes = max(1, len(plan.placements))
     return SacctRow(
         **_common(plan, cluster),
         state="PENDING", exit_code="0:0", eligible=plan.eligible, start="Unknown",
-        end="Unknown", elapsed_seconds=0, alloc_cpus=str(plan.shape.cpus_per_node * nodes),
+        end="Unknown", elapsed_seconds=0, alloc_cpus=_requested_cpus(plan),
         alloc_nodes="0", node_list=NOT_ASSIGNED, alloc_tres=(), reason=plan.pending_reason,
         flags="",
     )

@@ -10,6 +10,7 @@ Reported = Slurm GPUs x window length; Idle = the rest. Banner and header text a
 prints them (sreport runs with ``TZ=UTC``).
 """
 
+import itertools
 from pathlib import Path
 
 from gpuledger.simulate.outputs import open_output
@@ -30,7 +31,7 @@ RULE = "-" * 80
 def k8s_periods(w0: int, w1: int) -> list[tuple[int, int]]:
     """The periods in ``[w0, w1)`` in which Kubernetes owns the shared nodes."""
     edges = [w0, *(t for t, _ in handovers(w0, w1)), w1]
-    return [(a, b) for a, b in zip(edges, edges[1:], strict=False)
+    return [(a, b) for a, b in itertools.pairwise(edges)
             if b > a and shared_owner(a) == "kubernetes"]
 
 
@@ -83,7 +84,8 @@ class SreportAccumulator:
 
     def _tree_rows(self) -> list[tuple[str, str, str, int]]:
         """root, then each account's users before its sub-accounts, names in order (the
-        hierarchical order sreport prints)."""
+        hierarchical order sreport prints). Associations without usage are not printed (the
+        real report has no ``root|root`` row)."""
         users_by_account: dict[str, list[tuple[str, str]]] = {"root": [(ROOT_USER.name,
                                                                          ROOT_USER.proper_name)]}
         for user in (*SLURM_USERS, BRIDGE_USER):
@@ -101,9 +103,14 @@ class SreportAccumulator:
         rows: list[tuple[str, str, str, int]] = []
 
         def visit(account: str) -> None:
-            rows.append((account, "", "", subtree_total(account)))
+            total = subtree_total(account)
+            if not total and account != "root":
+                return
+            rows.append((account, "", "", total))
             for login, proper in sorted(users_by_account.get(account, [])):
-                rows.append((account, login, proper, self.by_assoc.get((account, login), 0)))
+                used = self.by_assoc.get((account, login), 0)
+                if used:
+                    rows.append((account, login, proper, used))
             for child in sorted(children.get(account, [])):
                 visit(child)
 

@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 from gpuledger.simulate.config import DAY
 
 
+@lru_cache(maxsize=65_536)
 def iso_utc(ts: int) -> str:
     """``2026-01-05T08:00:00``: the naive-UTC form used in the truth files."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S")
@@ -22,6 +23,7 @@ def _zone(name: str) -> ZoneInfo:
     return ZoneInfo(name)
 
 
+@lru_cache(maxsize=65_536)
 def iso_local(ts: int, zone: str) -> str:
     """What sacct prints in the zone it runs in: ISO without an offset."""
     return datetime.fromtimestamp(ts, _zone(zone)).strftime("%Y-%m-%dT%H:%M:%S")
@@ -68,7 +70,8 @@ def compress_hostlist(names: list[str]) -> str:
             if value is not None and value == prev + 1:
                 prev = value
                 continue
-            ranges.append(f"{low:0{width}d}" if low == prev else f"{low:0{width}d}-{prev:0{width}d}")
+            first, last = f"{low:0{width}d}", f"{prev:0{width}d}"
+            ranges.append(first if low == prev else f"{first}-{last}")
             if value is not None:
                 low = prev = value
         parts.append(f"{stem}[{','.join(ranges)}]")

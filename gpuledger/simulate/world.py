@@ -115,7 +115,7 @@ SLURM_USERS: tuple[SlurmUser, ...] = (
     SlurmUser("frank", 1006, ("ops",), ""),
 )
 ROOT_USER = SlurmUser("root", 0, ("root",), "root")
-BRIDGE_USER = SlurmUser("slurm", 64030, ("kubernetes",), "SLURM Workload Manager")
+BRIDGE_USER = SlurmUser("slurm", 64030, ("kubernetes",), "")
 BRIDGE_ACCOUNT = "kubernetes"
 
 NAMESPACES: tuple[Namespace, ...] = (

@@ -1,0 +1,129 @@
+"""The fixture twin: OpenMetrics parsing and PromQL-selector matching like Prometheus."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from connectors.errors import SourceError
+from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource, parse_selector
+from connectors.kubernetes.prometheus import MetricsSource
+from tests.connectors.kubernetes.fakes import T0, at, om_file
+from tests.helpers import FIXTURES
+
+SMALL = FIXTURES / "openmetrics" / "small-cluster.om.gz"
+WINDOW = (T0, T0 + timedelta(hours=4))
+
+
+def sample_file(tmp_path: Path, *, gz: bool = False) -> Path:
+    return om_file(tmp_path / ("m.om.gz" if gz else "m.om"), [
+        ("up_total", {"job": "a", "pod": "p-1"}, [(at(0), 1), (at(30), 2)]),
+        ("up_total", {"job": "b", "pod": ""}, [(at(0), 5)]),
+        ("other", {"job": "a", "path": 'C:\\x "q"\nz'}, [(at(60), 0.5)]),
+    ], gz=gz)
+
+
+def test_is_a_metrics_source(tmp_path: Path):
+    assert isinstance(OpenMetricsFileSource(sample_file(tmp_path)), MetricsSource)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_reads_plain_and_gzip(tmp_path: Path, gz: bool):
+    src = OpenMetricsFileSource(sample_file(tmp_path, gz=gz))
+    frame = src.raw_samples("up_total", *WINDOW)
+    assert frame.columns == ["ts", "value", "__name__", "job", "pod"]
+    assert frame.height == 3
+    # pod="" is dropped on ingest, like Prometheus does
+    assert frame.filter(pl.col("job") == "b")["pod"].to_list() == [None]
+
+
+def test_label_value_escapes(tmp_path: Path):
+    frame = OpenMetricsFileSource(sample_file(tmp_path)).raw_samples("other", *WINDOW)
+    assert frame["path"].to_list() == ['C:\\x "q"\nz']
+
+
+@pytest.mark.parametrize(
+    ("selector", "jobs"),
+    [
+        ('up_total{job="a"}', ["a", "a"]),
+        ('up_total{job!="a"}', ["b"]),
+        ('up_total{pod=""}', ["b"]),  # missing label matches ""
+        ('up_total{pod!=""}', ["a", "a"]),
+        ('up_total{job=~"a|b"}', ["a", "a", "b"]),
+        ('up_total{job=~"a.+"}', []),  # anchored
+        ('up_total{job!~"a"}', ["b"]),
+        ('{__name__=~"up_.*",job="b"}', ["b"]),
+        ("{__name__='other'}", ["a"]),
+    ],
+)
+def test_selectors(tmp_path: Path, selector: str, jobs: list[str]):
+    frame = OpenMetricsFileSource(sample_file(tmp_path)).raw_samples(selector, *WINDOW)
+    found = sorted(frame["job"].to_list()) if "job" in frame.columns else []
+    assert found == jobs
+
+
+def test_window_is_half_open(tmp_path: Path):
+    src = OpenMetricsFileSource(sample_file(tmp_path))
+    frame = src.raw_samples("up_total", T0 + timedelta(seconds=30), T0 + timedelta(seconds=60))
+    assert frame["value"].to_list() == [2.0]
+    assert src.raw_samples("up_total", T0, T0 + timedelta(seconds=30))["value"].sort().to_list() \
+        == [1.0, 5.0]
+
+
+def test_exemplars_braces_in_values_and_unordered_runs(tmp_path: Path):
+    path = tmp_path / "x.om"
+    path.write_text(
+        'c_total{a="x} y"} 3 1736150460 # {trace_id="abc"} 1.0 1736150459\n'
+        'c_total{a="x} y"} 1 1736150400\n'  # a later run of the same series, older samples
+        "plain 2.5 1736150400.5\n"
+        "# EOF\n", encoding="utf-8")
+    src = OpenMetricsFileSource(path)
+    frame = src.raw_samples("c_total", *WINDOW)
+    assert frame["a"].to_list() == ["x} y", "x} y"]
+    assert frame["value"].to_list() == [1.0, 3.0]  # sorted by ts
+    assert src.raw_samples("c_total", T0, T0 + timedelta(seconds=30))["value"].to_list() == [1.0]
+    plain = src.raw_samples("plain", *WINDOW)
+    assert plain["ts"].to_list() == [T0 + timedelta(milliseconds=500)]
+
+
+def test_series(tmp_path: Path):
+    frame = OpenMetricsFileSource(sample_file(tmp_path)).series("up_total", *WINDOW)
+    assert frame.to_dicts() == [
+        {"__name__": "up_total", "job": "a", "pod": "p-1"},
+        {"__name__": "up_total", "job": "b", "pod": None},
+    ]
+
+
+def test_parse_selector_rejects_ranges_and_garbage():
+    with pytest.raises(ValueError, match="vector selector"):
+        parse_selector("x[5m]")
+    with pytest.raises(ValueError, match="label matcher"):
+        parse_selector("x{a}")
+
+
+def test_broken_line_names_file_and_line(tmp_path: Path):
+    path = tmp_path / "bad.om"
+    path.write_text('ok{a="1"} 1 1736150400\nbroken{a="1"} 1\n# EOF\n', encoding="utf-8")
+    with pytest.raises(SourceError, match=r"bad.om:2: expected a value and a timestamp"):
+        OpenMetricsFileSource(path).raw_samples("ok", *WINDOW)
+
+
+def test_missing_file_is_a_source_error(tmp_path: Path):
+    with pytest.raises(SourceError, match="expected an OpenMetrics file"):
+        OpenMetricsFileSource(tmp_path / "none.om").raw_samples("x", *WINDOW)
+
+
+def test_committed_fixture_totals():
+    src = OpenMetricsFileSource(SMALL)
+    everything = src.raw_samples('{__name__=~".+"}', *WINDOW)
+    assert everything.height == 26_290  # as written by make_fixture.py (README)
+    assert src.series('{__name__=~".+"}', *WINDOW).height == 93
+    counter = src.raw_samples('kueue_admitted_workloads_total{cluster_queue="cq-training"}',
+                              *WINDOW)
+    values = counter["value"].to_list()
+    assert values[0] == 41
+    assert 42 in values
+    assert values[-1] == 1
