@@ -85,7 +85,10 @@ def store_sacct(
 ) -> SlurmLoad:
     """Upsert a parsed sacct output: runs, steps, per-node allocations and rejects, atomically."""
     until = _utc_naive(observed_until) if observed_until else default_observed_until(parsed)
-    runs = parsed.runs.with_columns(pl.lit(until, dtype=pl.Datetime("us")).alias("observed_until"))
+    # a finished run is fully known: pinning observed_until to its end keeps re-ingests identical
+    runs = parsed.runs.with_columns(
+        pl.coalesce(pl.col("end"), pl.lit(until, dtype=pl.Datetime("us"))).alias("observed_until")
+    )
     per_node = allocations_per_node(parsed.runs, node_models(con))
     keys = runs.select("run_key")
     with transaction(con):

@@ -97,7 +97,7 @@ def _normalise(frame: pl.DataFrame, metric: str, scale: float,
         for row in seen.select("job", "instance", "namespace", "pod").unique().sort(
                 ["job", "instance", "namespace", "pod"], nulls_last=True).iter_rows(named=True):
             warnings.append(
-                f"{metric}: target job={row['job']!r} instance={row['instance']!r} carries "
+                f"DCGM: target job={row['job']!r} instance={row['instance']!r} carries "
                 "exported_namespace/exported_pod/exported_container: those are the workload's; "
                 f"its unprefixed namespace={row['namespace']!r} pod={row['pod']!r} (the "
                 "exporter pod) is not a holder"
@@ -197,12 +197,12 @@ def dcgm_samples(
     source: MetricsSource, start: datetime, end: datetime, warnings: list[str]
 ) -> pl.DataFrame:
     """Normalised samples with the preferred metric where present, GPU_UTIL/100 elsewhere."""
-    preferred = _normalise(source.raw_samples(PREFERRED, start, end), PREFERRED, 1.0, warnings)
-    fallback = _normalise(source.raw_samples(FALLBACK, start, end), FALLBACK, 100.0, warnings)
-    preferred = _resolve_exporter_hostnames(source, preferred, start, end, warnings)
-    more: list[str] = []
-    fallback = _resolve_exporter_hostnames(source, fallback, start, end, more)
-    warnings.extend(w for w in more if w not in warnings)
+    found: list[str] = []
+    preferred = _normalise(source.raw_samples(PREFERRED, start, end), PREFERRED, 1.0, found)
+    fallback = _normalise(source.raw_samples(FALLBACK, start, end), FALLBACK, 100.0, found)
+    preferred = _resolve_exporter_hostnames(source, preferred, start, end, found)
+    fallback = _resolve_exporter_hostnames(source, fallback, start, end, found)
+    warnings.extend(dict.fromkeys(w for w in found if w not in warnings))  # once each, in order
     if preferred.height == 0 and fallback.height == 0:
         warnings.append(f"neither {PREFERRED} nor {FALLBACK} has samples in [{start}, {end})")
         return pl.DataFrame()

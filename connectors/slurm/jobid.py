@@ -7,13 +7,14 @@
   an array ``123_[5-9%2]`` (``array_task_range`` ``5-9%2``);
 - het job component ``123+0`` (``het_job_id`` 123, ``het_offset`` 0);
 - steps: ``123.batch``, ``123.extern``, ``123.interactive``, ``123.TBD``, ``123.0``,
-  ``123_4.batch``, ``15+1.0``, and a step over several het components ``15+0.0+1``.
+  ``123_4.batch``, ``15+1.0`` (a step id with a ``+N`` suffix, as newer Slurm prints for steps
+  spanning het components, is accepted too).
 
-``JobIDRaw`` is the database's own id: ``123`` or ``123.batch``. For array tasks and het components
-it is NOT derivable from ``JobID`` (task ``6_5`` of array 6 may be raw 6 because the last task reuses
-the array's id, tasks ``6_0``… get fresh ids; het component ``15+1`` is raw 16), so it is read, never
-computed. A row is a step when its ``JobID`` has a step part; ``JobIDRaw`` must have the same step
-part.
+``JobIDRaw`` is the database's own id: ``123`` or ``123.batch``. For array tasks and het
+components it is NOT derivable from ``JobID`` (task ``6_5`` of array 6 may be raw 6 because the
+last task reuses the array's id, tasks ``6_0``… get fresh ids; het component ``15+1`` is raw 16),
+so it is read, never computed. A row is a step when its ``JobID`` has a step part;
+``JobIDRaw`` must have the same step part.
 
 The parsing uses only cheap string kernels (find, slice, to_integer) plus one anchored regex test
 per column, so it runs at a few hundred nanoseconds per row.
@@ -25,7 +26,6 @@ import polars as pl
 
 _STEP = r"(?:[A-Za-z]+|\d+)(?:\+\d+)?"
 JOBID_RE = rf"^\d+(?:_\d+|_\[[^\]\s]+\]|\+\d+)?(?:\.{_STEP})?$"
-JOBIDRAW_RE = rf"^\d+(?:\.{_STEP})?$"
 
 JOBID_EXPECTED = "expected 123, 123_4, 123_[5-9%2], 123+0 with an optional .step (.batch, .0, …)"
 JOBIDRAW_EXPECTED = "expected 123 or 123.step with the same step part as JobID"
@@ -37,12 +37,13 @@ JOBID_COLUMNS = (
 )  # fmt: skip
 
 
-def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "JobIDRaw"
-                ) -> pl.DataFrame:  # fmt: skip
+def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "JobIDRaw", *,
+                array_het: bool = True) -> pl.DataFrame:  # fmt: skip
     """Parsed id columns (see :data:`JOBID_COLUMNS`) for the rows of ``frame``.
 
     ``job_id`` is the parent's JobID text (without the step part), ``job_id_raw`` the parent's
-    JobIDRaw as Int64, ``step_id`` the step part (null for allocation rows).
+    JobIDRaw as Int64, ``step_id`` the step part (null for allocation rows). With
+    ``array_het=False`` (step rows) the array/het columns are left null.
     """
     j, r = pl.col(job_id), pl.col(job_id_raw)
     s1 = frame.lazy().select(
@@ -51,7 +52,6 @@ def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "J
         j.str.find(".", literal=True).alias("_dot"),
         r.str.find(".", literal=True).alias("_rdot"),
         j.str.contains(JOBID_RE).fill_null(False).alias("_jok"),
-        r.str.contains(JOBIDRAW_RE).fill_null(False).alias("_rok"),
     )
     s2 = s1.select(
         pl.col("_j").str.slice(0, pl.col("_dot")).alias("job_id"),
@@ -63,9 +63,8 @@ def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "J
         .then(pl.col("_r").str.slice(pl.col("_rdot") + 1))
         .alias("_raw_step"),
         "_jok",
-        "_rok",
     )
-    has_sub = bool(frame.select(pl.col(job_id).str.contains(r"[_+]").any()).item())
+    has_sub = array_het and bool(frame.select(pl.col(job_id).str.contains(r"[_+]").any()).item())
     if has_sub:
         parent = pl.col("job_id")
         us = parent.str.find("_", literal=True)
@@ -79,7 +78,8 @@ def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "J
         is_range = is_arr & tail.str.starts_with("[")
         s3 = s3.with_columns(
             pl.when(is_arr).then(base).alias("array_job_id"),
-            pl.when(is_arr & ~is_range).then(tail.str.to_integer(strict=False)).alias("array_task_id"),
+            pl.when(is_arr & ~is_range).then(tail.str.to_integer(strict=False))
+            .alias("array_task_id"),
             pl.when(is_range).then(tail.str.strip_prefix("[").str.strip_suffix("]"))
             .alias("array_task_range"),
             pl.when(is_het).then(base).alias("het_job_id"),
@@ -99,5 +99,6 @@ def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "J
         "het_job_id", "het_offset",
         pl.col("step_id").is_not_null().alias("is_step"),
         (~pl.col("_jok")).alias("_bad_JobID"),
-        (~pl.col("_rok") | (pl.col("_jok") & ~same_step)).alias("_bad_JobIDRaw"),
+        # a JobIDRaw is valid when its id part is a number and its step part is JobID's
+        (pl.col("job_id_raw").is_null() | (pl.col("_jok") & ~same_step)).alias("_bad_JobIDRaw"),
     ).collect()  # fmt: skip

@@ -39,14 +39,16 @@ go through a Python path:
   tried; a placement is kept when every other field parses (State, times, ids, TRES, numbers,
   NodeList …) and the free-text fields are plausible (AdminComment empty, JSON or a jobstats
   ``JS1:`` blob; WCKey a single word). Exactly one such placement → the line loads; none or several
-  → rejected ("ambiguous: 1 extra separator(s) could belong to JobName or AdminComment").
+  → rejected ("ambiguous: 1 extra separator(s) could belong to JobName or Comment").
   Columns are never shifted silently.
 
 Times
 -----
 See :mod:`connectors.slurm.timefmt`. A naive local time in the repeated DST hour is resolved from
-the same row when only one reading keeps ``Submit ≤ Eligible ≤ Start ≤ End`` and
-``End − Start = ElapsedRaw``; otherwise the line is rejected.
+the same row when only one reading satisfies ``Submit ≤ Start``, ``Eligible ≤ Start``,
+``Start ≤ End`` and ``End − Start = Elapsed`` (or, failing that for every reading, e.g. for a
+suspended job, ``End − Start ≥ Elapsed``); otherwise the line is rejected. ``Submit ≤ Eligible`` is
+deliberately not assumed.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -75,6 +78,7 @@ from connectors.slurm.records import (
 from connectors.slurm.states import EXIT_EXPECTED, STATE_EXPECTED, exit_exprs, state_exprs
 from connectors.slurm.timefmt import (
     DURATION_EXPECTED,
+    DURATION_NULL_TOKENS,
     DURATION_RE,
     TIME_EXPECTED,
     check_timezone,
@@ -82,7 +86,7 @@ from connectors.slurm.timefmt import (
     raw_seconds_exprs,
     time_frame,
 )
-from connectors.slurm.tres import TRES_EXPECTED, tres_exprs
+from connectors.slurm.tres import TRES_EXPECTED, TRES_VALID_RE, tres_exprs
 
 SOURCE = "sacct"
 
@@ -142,27 +146,50 @@ class SacctParse:
 # reading
 
 
-def _read_lines(source: Path | str | bytes, source_file: str) -> tuple[pl.DataFrame, list[Reject]]:
-    """All lines as a frame (``line_no`` 1-based, ``line``), and rejects for non-UTF-8 lines."""
-    data: Path | bytes
+def _source_bytes(source: Path | str | bytes) -> bytes:
+    """The dump as bytes: a file (``.gz`` decompressed), or text given directly."""
     if isinstance(source, Path):
         if not source.is_file():
             msg = f"expected a sacct dump at {source}, found none"
             raise SourceError(msg)
-        data = gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source
-    elif isinstance(source, str):
-        data = source.encode("utf-8")
-    else:
-        data = bytes(source)
+        data = source.read_bytes()
+        return gzip.decompress(data) if source.suffix == ".gz" else data
+    if isinstance(source, str):
+        return source.encode("utf-8")
+    return bytes(source)
+
+
+def _chunk_bounds(data: bytes, start: int, target: int) -> list[tuple[int, int, int]]:
+    """Cut ``data[start:]`` at line ends into pieces of about ``target`` bytes.
+
+    Returns (begin, end, number of the piece's first line) with line 1 = the header.
+    """
+    bounds: list[tuple[int, int, int]] = []
+    pos, line_no, n = start, 2, len(data)
+    while pos < n:
+        end = min(n, pos + target)
+        if end < n:
+            nl = data.find(b"\n", end - 1)
+            end = n if nl < 0 else nl + 1
+        bounds.append((pos, end, line_no))
+        line_no += data.count(b"\n", pos, end) + (0 if data[end - 1 : end] == b"\n" else 1)
+        pos = end
+    return bounds or [(start, start, 2)]
+
+
+def _read_chunk(data: bytes, begin: int, end: int, first_line: int, source_file: str
+                ) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
+    """The lines of ``data[begin:end]`` (``line_no``, ``line``); non-UTF-8 lines → rejects."""
+    piece = data[begin:end]
     try:
-        lines = pl.read_lines(data if isinstance(data, bytes) else str(data), name="line")
+        lines = pl.read_lines(piece, name="line")
     except pl.exceptions.ComputeError:
-        raw = data if isinstance(data, bytes) else data.read_bytes()
-        return _read_lines_lenient(raw, source_file)
-    return lines.with_row_index("line_no", offset=1), []
+        return _read_lines_lenient(piece, source_file, first_line)
+    return lines.with_row_index("line_no", offset=first_line), []
 
 
-def _read_lines_lenient(raw: bytes, source_file: str) -> tuple[pl.DataFrame, list[Reject]]:
+def _read_lines_lenient(raw: bytes, source_file: str, first_line: int = 1
+                        ) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
     """The slow way, for input with invalid UTF-8: such lines become rejects."""
     parts = raw.split(b"\n")
     if parts and parts[-1] == b"":
@@ -170,16 +197,16 @@ def _read_lines_lenient(raw: bytes, source_file: str) -> tuple[pl.DataFrame, lis
     line_nos: list[int] = []
     texts: list[str] = []
     rejects: list[Reject] = []
-    for no, part in enumerate(parts, start=1):
+    for no, part in enumerate(parts, start=first_line):
         if part.endswith(b"\r"):
             part = part[:-1]
         try:
             texts.append(part.decode("utf-8"))
             line_nos.append(no)
         except UnicodeDecodeError as exc:
-            rejects.append(Reject(SOURCE, source_file, no, "line",
-                                  f"expected UTF-8 text, found invalid bytes ({exc.reason} at "
-                                  f"byte {exc.start})", part.decode("utf-8", "replace")))  # fmt: skip
+            reason = f"expected UTF-8 text, found invalid bytes ({exc.reason} at byte {exc.start})"
+            rejects.append(Reject(SOURCE, source_file, no, "line", reason,
+                                  part.decode("utf-8", "replace")))  # fmt: skip
     frame = pl.DataFrame(
         {"line_no": line_nos, "line": texts}, schema={"line_no": pl.UInt32, "line": pl.String}
     )
@@ -205,7 +232,8 @@ def _detect_delimiter(header: str, source_file: str) -> str:
     if "|" in header:
         return "|"
     msg = (f"{source_file}: expected a header line with fields separated by '|' or the unit "
-           f"separator (0x1f), found {header[:200]!r}; pass delimiter= for another separator")  # fmt: skip
+           f"separator (0x1f), found {header[:200]!r}; pass delimiter= for another "
+           "separator")  # fmt: skip
     raise SacctFormatError(msg)
 
 
@@ -216,7 +244,8 @@ def _header_fields(header: str, sep: str, source_file: str) -> list[str | None]:
     for c in canon:
         if c is not None:
             if c in seen:
-                msg = f"{source_file}: expected each sacct field once in the header, found {c} twice"
+                msg = (f"{source_file}: expected each sacct field once in the header, found "
+                       f"{c} twice")  # fmt: skip
                 raise SacctFormatError(msg)
             seen.add(c)
     missing = [f for f in REQUIRED_FIELDS if f not in seen]
@@ -256,16 +285,19 @@ def _lookup(values: pl.Series, build: Callable[[pl.DataFrame], pl.DataFrame]) ->
     )  # fmt: skip
 
 
-def _typed(raw: pl.DataFrame, present: set[str], timezone: str) -> tuple[pl.DataFrame, list[_Check]]:
+def _typed(raw: pl.DataFrame, present: set[str], timezone: str, *, for_steps: bool = False
+           ) -> tuple[pl.DataFrame, list[_Check]]:  # fmt: skip
     """Typed columns, ``_bad_<Field>`` flags, and ambiguity columns, for a frame of raw texts.
 
     ``raw`` has ``line_no`` and one String column per field of :data:`KNOWN_FIELDS` (null when the
     dump does not have the field). Returns the checks that apply (fields present in the dump).
 
     Low-cardinality fields (TRES, State, exit codes, node lists) are parsed once per distinct
-    value; ``Elapsed``/``Timelimit`` texts are only checked when their ``…Raw`` twin is present.
+    value; ``Elapsed``/``Timelimit`` texts are not read when their ``…Raw`` twin is present.
+    ``for_steps``: the rows are steps; fields a step row does not output (array/het parts,
+    ReqTRES, DerivedExitCode, Timelimit) are only validated, not parsed.
     """
-    ids = jobid_frame(raw)
+    ids = jobid_frame(raw, array_het=not for_steps)
     times = time_frame(raw, list(TIME_FIELDS), timezone)
 
     def k_state(f: pl.DataFrame) -> pl.DataFrame:
@@ -293,22 +325,40 @@ def _typed(raw: pl.DataFrame, present: set[str], timezone: str) -> tuple[pl.Data
     def k_duration(out: str, field_name: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
         def build(f: pl.DataFrame) -> pl.DataFrame:
             value, bad = duration_exprs("_k")
-            return f.select("_k", value.alias(out), bad.fill_null(False).alias(f"_bad_{field_name}"))
+            return f.select("_k", value.alias(out),
+                            bad.fill_null(False).alias(f"_bad_{field_name}"))  # fmt: skip
         return build
 
+    def matches(col: str, pattern: str) -> pl.Expr:
+        return (~pl.col(col).str.contains(pattern)).fill_null(False)
+
+    has_el_raw = "ElapsedRaw" in present
+    has_tl_raw = "TimelimitRaw" in present
     parts = [
         _lookup(raw["State"], k_state),
         _lookup(raw["ExitCode"], k_exit("", "ExitCode")),
-        _lookup(raw["DerivedExitCode"], k_exit("derived_", "DerivedExitCode")),
         _lookup(raw["AllocTRES"], k_tres("alloc", "AllocTRES")),
-        _lookup(raw["ReqTRES"], k_tres("req", "ReqTRES")),
     ]
-    has_el_raw = "ElapsedRaw" in present
-    has_tl_raw = "TimelimitRaw" in present
+    checks_only: list[pl.Expr] = []
+    if for_steps:
+        checks_only += [
+            matches("DerivedExitCode", r"^(?:\d+:\d+)?$").alias("_bad_DerivedExitCode"),
+            matches("ReqTRES", TRES_VALID_RE).alias("_bad_ReqTRES"),
+        ]
+        if not has_tl_raw:
+            checks_only.append(
+                (matches("Timelimit", DURATION_RE) & ~pl.col("Timelimit").is_in(
+                    list(DURATION_NULL_TOKENS))).alias("_bad_Timelimit")
+            )  # fmt: skip
+    else:
+        parts += [
+            _lookup(raw["DerivedExitCode"], k_exit("derived_", "DerivedExitCode")),
+            _lookup(raw["ReqTRES"], k_tres("req", "ReqTRES")),
+        ]
+        if not has_tl_raw:
+            parts.append(_lookup(raw["Timelimit"], k_duration("timelimit_s", "Timelimit")))
     if not has_el_raw:
         parts.append(_lookup(raw["Elapsed"], k_duration("elapsed_s", "Elapsed")))
-    if not has_tl_raw:
-        parts.append(_lookup(raw["Timelimit"], k_duration("timelimit_s", "Timelimit")))
     nodes, nodes_err = expand_hostlist_column(raw["NodeList"])
 
     def num(col: str) -> tuple[pl.Expr, pl.Expr]:
@@ -316,22 +366,18 @@ def _typed(raw: pl.DataFrame, present: set[str], timezone: str) -> tuple[pl.Data
         n = c.str.to_integer(strict=False)
         return n, ((n.is_null() & (c != "")) | (n < 0)).fill_null(False)
 
-    def matches(col: str, pattern: str) -> pl.Expr:
-        return (~pl.col(col).str.contains(pattern)).fill_null(False)
-
     uid, uid_bad = num("UID")
     cpus, cpus_bad = num("AllocCPUS")
     nnodes, nnodes_bad = num("AllocNodes")
     extra: list[pl.Expr] = []
+    # with the …Raw twin present, the Elapsed/Timelimit texts are redundant and not read
     if has_el_raw:
         el_raw, el_raw_bad = raw_seconds_exprs("ElapsedRaw")
-        extra += [el_raw.alias("elapsed_s"), el_raw_bad.fill_null(False).alias("_bad_ElapsedRaw"),
-                  matches("Elapsed", DURATION_RE).alias("_bad_Elapsed")]  # fmt: skip
+        extra += [el_raw.alias("elapsed_s"), el_raw_bad.fill_null(False).alias("_bad_ElapsedRaw")]
     if has_tl_raw:
         tl_raw, tl_raw_bad = raw_seconds_exprs("TimelimitRaw", factor=60)
         extra += [tl_raw.alias("timelimit_s"),
-                  tl_raw_bad.fill_null(False).alias("_bad_TimelimitRaw"),
-                  matches("Timelimit", DURATION_RE).alias("_bad_Timelimit")]  # fmt: skip
+                  tl_raw_bad.fill_null(False).alias("_bad_TimelimitRaw")]  # fmt: skip
     direct = raw.lazy().select(
         pl.col("line_no").cast(pl.Int64),
         pl.col("JobID").alias("job_id_text"),
@@ -358,13 +404,15 @@ def _typed(raw: pl.DataFrame, present: set[str], timezone: str) -> tuple[pl.Data
         matches("Flags", r"^[A-Za-z_,]*$").alias("_bad_Flags"),
         pl.col("WCKey").alias("wckey"),
         pl.col("AdminComment").alias("admin_comment"),
+        *checks_only,
     ).collect()
     out = pl.concat([direct, ids, times, *parts], how="horizontal").with_columns(
         nodes.alias("nodes"),
         nodes_err.alias("_nodes_err"),
         nodes_err.is_not_null().alias("_bad_NodeList"),
     )
-    checks = [_Check(f, _EXPECTED[f]) for f in _EXPECTED if f in present]
+    checks = [_Check(f, _EXPECTED[f]) for f in _EXPECTED
+              if f in present and f"_bad_{f}" in out.columns]  # fmt: skip
     return out, checks
 
 
@@ -407,8 +455,9 @@ def _problem_of(row: dict, raw_row: dict, checks: list[_Check], timezone: str) -
             if c.field == "NodeList" and row.get("_nodes_err"):
                 return c.field, str(row["_nodes_err"])
             if c.field in TIME_FIELDS and row.get(f"_gap_{c.field}"):
-                return c.field, (f"expected a local time that exists in {timezone}, found "
-                                 f"{value!r} (inside the hour skipped when DST starts)")  # fmt: skip
+                return c.field, (f"expected a local time that exists in {timezone}, "
+                                 f"found {value!r} (inside the hour skipped when DST "
+                                 "starts)")  # fmt: skip
             return c.field, f"{c.expected}, found {value!r}"
     return "line", "unknown problem"  # pragma: no cover - only called for rows with a problem
 
@@ -426,18 +475,26 @@ def _resolve_ambiguous(row: dict) -> dict[str, object] | str:
     }
     elapsed = row.get("elapsed_s")
 
-    def consistent(choice: dict[str, object], use_elapsed: bool) -> bool:
-        seq = [choice[f] for f in TIME_FIELDS if f in choice]
-        if any(a > b for a, b in itertools.pairwise(seq)):  # type: ignore[operator]
+    def consistent(choice: dict[str, Any], exact: bool) -> bool:
+        start, end = choice.get("Start"), choice.get("End")
+        if start is not None:
+            for f in ("Submit", "Eligible"):
+                if choice.get(f) is not None and choice[f] > start:
+                    return False
+        if start is None or end is None:
+            return True
+        if end < start:
             return False
-        if use_elapsed and elapsed is not None and "Start" in choice and "End" in choice:
-            return (choice["End"] - choice["Start"]).total_seconds() == elapsed  # type: ignore[operator]
-        return True
+        if elapsed is None:
+            return True
+        span = (end - start).total_seconds()
+        # Elapsed excludes suspended time: exact for most jobs, a lower bound for all
+        return span == elapsed if exact else span >= elapsed
 
     combos = [dict(zip(names, vals, strict=True)) for vals in itertools.product(*options.values())]
-    ok = [c for c in combos if consistent(c, use_elapsed=True)]
+    ok = [c for c in combos if consistent(c, exact=True)]
     if not ok:
-        ok = [c for c in combos if consistent(c, use_elapsed=False)]
+        ok = [c for c in combos if consistent(c, exact=False)]
     resolved: dict[str, object] = {}
     for f in names:
         values = {c[f] for c in ok}
@@ -509,29 +566,28 @@ def _raw_frame(data: pl.DataFrame, header: list[str | None]) -> pl.DataFrame:
 def _split(lines: pl.DataFrame, sep: str, n_fields: int) -> tuple[pl.DataFrame, pl.Series]:
     """Split every line into ``f0`` … ``f{n-1}`` (vectorized) and tell which lines fit.
 
-    One split more than the header needs: a line fits when field ``n-1`` exists (not too few
-    separators) and field ``n`` does not (not too many). Returns (split frame, fits mask).
+    A line fits when it has exactly ``n_fields`` fields. Returns (split frame, fits mask); the
+    columns of lines that do not fit hold whatever the split gave and are dropped by the caller.
     """
-    names = [f"f{i}" for i in range(n_fields + 1)]
+    parts = pl.col("_l")
     split = (
         lines.lazy()
+        .select(pl.col("line_no").cast(pl.Int64), pl.col("line").str.split(sep).alias("_l"))
         .select(
-            pl.col("line_no").cast(pl.Int64),
-            pl.col("line").str.split_exact(sep, n_fields).struct.rename_fields(names).alias("_s"),
+            "line_no",
+            *(parts.list.get(i, null_on_oob=True).alias(f"f{i}") for i in range(n_fields)),
+            (parts.list.len() == n_fields).alias("_fits"),
         )
-        .unnest("_s")
-        .with_columns(
-            (pl.col(f"f{n_fields - 1}").is_not_null() & pl.col(f"f{n_fields}").is_null())
-            .alias("_fits")
-        )
-        .drop(f"f{n_fields}")
         .collect()
     )  # fmt: skip
     return split.drop("_fits"), split["_fits"]
 
 
+_Meta = tuple[int, int, str, tuple[str, ...]]
+
+
 def _candidates(odd: pl.DataFrame, header: list[str | None], sep: str, source_file: str
-                ) -> tuple[pl.DataFrame, list[tuple[int, int, str, tuple[str, ...]]], list[Reject]]:  # fmt: skip
+                ) -> tuple[pl.DataFrame, list[_Meta], list[Reject]]:  # fmt: skip
     """Candidate rows for lines with more fields than the header; rejects for the hopeless ones.
 
     Returns (candidate frame with ``line_no``, ``_cand`` and ``f0``…, per-line meta, rejects);
@@ -541,7 +597,7 @@ def _candidates(odd: pl.DataFrame, header: list[str | None], sep: str, source_fi
     free_pos = [i for i, name in enumerate(header) if name in FREE_TEXT_FIELDS]
     free_names = tuple(str(header[i]) for i in free_pos)
     rows: list[list[object]] = []
-    meta: list[tuple[int, int, str, tuple[str, ...]]] = []
+    meta: list[_Meta] = []
     rejects: list[Reject] = []
     for line_no, line in odd.select("line_no", "line").iter_rows():
         tokens = line.split(sep)
@@ -572,7 +628,7 @@ def _candidates(odd: pl.DataFrame, header: list[str | None], sep: str, source_fi
     return frame, meta, rejects
 
 
-def _choose(cands: pl.DataFrame, meta: list[tuple[int, int, str, tuple[str, ...]]],
+def _choose(cands: pl.DataFrame, meta: list[_Meta],
             header: list[str | None], present: set[str], timezone: str, source_file: str,
             raw_of: dict[int, str]) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
     """Keep, per line, the one candidate that parses; reject lines with none or several."""
@@ -610,6 +666,11 @@ def _choose(cands: pl.DataFrame, meta: list[tuple[int, int, str, tuple[str, ...]
         elif not chosen:
             i = first_idx[line_no]
             fld, why = _problem_of(typed_rows[i], raw_rows[i], ordered, timezone)
+            if fld == "line":  # every field parsed; a free-text field was implausible
+                fld, why = next(
+                    (name, f"implausible text {cands_rows[i][col]!r}") for name, col in free
+                    if not _plausible_free_text(name, cands_rows[i][col] or "")
+                )  # fmt: skip
             rejects.append(Reject(SOURCE, source_file, line_no, "line",
                                   f"expected {len(header)} fields; {what} fit no placement in "
                                   f"{' or '.join(free_names)} that makes every other field valid "
@@ -625,34 +686,50 @@ def _choose(cands: pl.DataFrame, meta: list[tuple[int, int, str, tuple[str, ...]
     return chosen_frame, rejects
 
 
+def _pods_of(text: str) -> list[str]:
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return []
+    value = obj.get("pods") if isinstance(obj, dict) else None
+    return [p for p in value if isinstance(p, str)] if isinstance(value, list) else []
+
+
 def _bridge_pods(admin: pl.Series) -> pl.Series:
-    """``{"pods": ["ns/pod", …]}`` → the list; anything else (free text, bad JSON) → []."""
+    """``{"pods": ["ns/pod", …]}`` → the list; anything else (free text, bad JSON) → [].
 
-    def build(f: pl.DataFrame) -> pl.DataFrame:
-        pods: list[list[str]] = []
-        for text in f["_k"].to_list():
-            obj = None
-            if text and '"pods"' in text:
-                try:
-                    obj = json.loads(text)
-                except ValueError:
-                    obj = None
-            value = obj.get("pods") if isinstance(obj, dict) else None
-            pods.append([p for p in value if isinstance(p, str)] if isinstance(value, list) else [])
-        return f.with_columns(pl.Series("bridge_pods", pods, dtype=pl.List(pl.String)))
-
-    if not admin.str.contains('"pods"', literal=True).any():
+    Only rows mentioning ``"pods"`` are decoded (once per distinct text); the others share one
+    empty list through a gather.
+    """
+    mask = admin.str.contains('"pods"', literal=True).fill_null(False)
+    n_pods = int(mask.sum())
+    if n_pods == 0:
         return pl.repeat([], admin.len(), dtype=pl.List(pl.String), eager=True).alias("bridge_pods")
-    return _lookup(admin, build).to_series()
-
-
-def _run_keys(runs: pl.DataFrame) -> pl.DataFrame:
-    """Add ``run_key`` to allocation rows (see the module docstring for the rule and ``#n``)."""
-    submit = pl.col("submit").dt.epoch("s").cast(pl.String).fill_null("none")
-    key = pl.concat_str(
-        [pl.col("cluster"), pl.lit(":"), pl.col("job_id_raw").cast(pl.String), pl.lit(":"), submit]
+    texts = admin.filter(mask)
+    uniq = texts.unique(maintain_order=True)
+    table = pl.Series(
+        "bridge_pods", [[], *(_pods_of(t) for t in uniq.to_list())], dtype=pl.List(pl.String)
     )
-    out = runs.lazy().with_columns(key.alias("run_key")).collect()
+    ids = (
+        pl.DataFrame({"_k": texts})
+        .join(pl.DataFrame({"_k": uniq, "_id": pl.int_range(1, uniq.len() + 1, eager=True)}),
+              on="_k", how="left", maintain_order="left")["_id"]
+    )  # fmt: skip
+    index = pl.zeros(admin.len(), dtype=pl.Int64, eager=True).scatter(
+        pl.arange(0, admin.len(), eager=True).filter(mask), ids
+    )
+    return table.gather(index).alias("bridge_pods")
+
+
+#: ``{cluster}:{job_id_raw}:{submit epoch seconds | none}``
+_RUN_KEY = pl.concat_str([
+    pl.col("cluster"), pl.lit(":"), pl.col("job_id_raw").cast(pl.String), pl.lit(":"),
+    pl.col("submit").dt.epoch("s").cast(pl.String).fill_null("none"),
+])  # fmt: skip
+
+
+def _dedupe_run_keys(out: pl.DataFrame) -> pl.DataFrame:
+    """Number rows that share a base ``run_key`` (see the module docstring for ``#n``)."""
     dup = out["run_key"].is_duplicated()
     if not dup.any():
         return out
@@ -676,60 +753,56 @@ def _run_keys(runs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _step_run_keys(steps: pl.DataFrame, runs: pl.DataFrame) -> pl.Series:
+def _step_run_keys(steps: pl.DataFrame, runs: pl.DataFrame, n_lines: int) -> pl.Series:
     """The run of each step (see the module docstring).
 
     ``steps._anchor`` is the line number of the last allocation row above the step within its
     batch (null at the start of a batch). A step keeps its anchor's run when the anchor has the
     same cluster and JobIDRaw; otherwise the run is looked up by (cluster, job_id_raw): nearest
-    allocation row above, else below.
+    allocation row above, else below. Line numbers index a dense array, so this is gathers only.
     """
     if steps.height == 0:
         return pl.Series("run_key", [], dtype=pl.String)
-    anchors = runs.select(
-        pl.col("line_no").alias("_anchor"), pl.col("cluster").alias("_ac"),
-        pl.col("job_id_raw").alias("_ar"), pl.col("run_key").alias("_ak"),
-    ).sort("_anchor")  # fmt: skip
-    probe = steps.select("line_no", "cluster", "job_id_raw", "_anchor").with_row_index("_i")
-    if probe["_anchor"].null_count():
-        # steps at the top of a batch: the anchor is the last allocation row of an earlier batch
-        top = probe.filter(pl.col("_anchor").is_null()).select("_i", "line_no").sort("line_no")
-        filled = top.join_asof(
-            anchors.select(pl.col("_anchor"), pl.col("_anchor").alias("line_no")),
-            on="line_no", strategy="backward",
-        )  # fmt: skip
-        probe = probe.update(filled.select("_i", "_anchor"), on="_i")
-    keyed = probe.lazy().join(anchors.lazy(), on="_anchor", how="left", maintain_order="left")
-    keyed = keyed.with_columns(
-        pl.when((pl.col("_ac") == pl.col("cluster")) & (pl.col("_ar") == pl.col("job_id_raw")))
-        .then("_ak").alias("run_key")
-    ).select("_i", "line_no", "cluster", "job_id_raw", "run_key").collect()
-    if keyed["run_key"].null_count() == 0:
-        return keyed["run_key"]
+    # run row of each allocation line number
+    row_of_line = pl.Series("_r", [None], dtype=pl.Int64).extend_constant(None, n_lines + 1)
+    row_of_line = row_of_line.scatter(runs["line_no"], pl.int_range(0, runs.height, eager=True))
+    has_run = row_of_line.is_not_null()
+    anchor = steps["_anchor"]
+    if anchor.null_count():
+        # steps at the top of a batch: the last allocation line above them, from any batch
+        last_run_line = (
+            pl.select(pl.when(has_run).then(pl.int_range(0, has_run.len())).forward_fill())
+            .to_series()
+        )
+        anchor = anchor.fill_null(last_run_line.gather(steps["line_no"]))
+    run_row = row_of_line.gather(anchor)
+    same = (
+        (runs["cluster"].gather(run_row) == steps["cluster"])
+        & (runs["job_id_raw"].gather(run_row) == steps["job_id_raw"])
+    ).fill_null(False)
+    keys = pl.select(pl.when(same).then(runs["run_key"].gather(run_row))).to_series()
+    if keys.null_count() == 0:
+        return keys.alias("run_key")
     # a reordered dump: look the allocation up by (cluster, job_id_raw), above then below
-    lost = keyed.filter(pl.col("run_key").is_null()).drop("run_key").sort("line_no")
+    probe = steps.select("line_no", "cluster", "job_id_raw").with_columns(keys.alias("run_key"))
+    probe = probe.with_row_index("_i")
+    lost = probe.filter(pl.col("run_key").is_null()).drop("run_key").sort("line_no")
     by_key = runs.select("line_no", "cluster", "job_id_raw", "run_key").sort("line_no")
     by = ["cluster", "job_id_raw"]
     back = lost.join_asof(by_key, on="line_no", by=by, strategy="backward")
     ahead = lost.join_asof(by_key, on="line_no", by=by, strategy="forward")
     found = back.select("_i", pl.coalesce(back["run_key"], ahead["run_key"]).alias("_found"))
     return (
-        keyed.join(found, on="_i", how="left", maintain_order="left")
+        probe.join(found, on="_i", how="left", maintain_order="left")
         .select(pl.coalesce("run_key", "_found").alias("run_key"))
         .to_series()
     )
 
 
-#: Lines per batch at most: memory stays bounded and freed batches are reused by the allocator.
-BATCH_LINES = 1 << 19
+#: Bytes per batch at most (about 500k lines): memory stays bounded, and batches run in parallel.
+BATCH_BYTES = 128 << 20
 #: Batches parsed at the same time (Polars releases the GIL; each batch is mostly one-threaded).
 _THREADS = max(1, min(4, os.cpu_count() or 1))
-
-
-def _batch_size(n_lines: int) -> int:
-    """Split the lines into a multiple of the thread count, each at most ``BATCH_LINES``."""
-    parts = _THREADS * max(1, -(-n_lines // (_THREADS * BATCH_LINES)))
-    return max(1, -(-n_lines // parts))
 
 
 @dataclass
@@ -738,6 +811,7 @@ class _Batch:
     steps: pl.DataFrame
     rejects: list[Reject]
     blank_lines: int
+    lines: int
 
 
 def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str], sep: str,
@@ -762,25 +836,38 @@ def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str]
 
     raw = _raw_frame(split, header)
     del split
-    typed, checks = _typed(raw, present, timezone)
-    checks = _order_checks(checks, header)
-    later_cols = [pl.col(f"_later_{f}").is_not_null() for f in TIME_FIELDS]
-    flags = typed.select(
-        _bad_any(checks).alias("bad"),
-        (pl.any_horizontal(later_cols) & ~_bad_any(checks)).alias("amb"),
-    )
-    if flags["bad"].any() or flags["amb"].any():
-        typed, more = _fix_or_reject(typed, raw, flags, checks, timezone, source_file, body)
-        rejects.extend(more)
+    typed = _typed_checked(raw, header, present, timezone, source_file, body, rejects)
     del raw
-    run_cols = [c for c in RUNS_SCHEMA if c in typed.columns]
-    step_cols = [c for c in _STEP_SOURCE_COLUMNS if c in typed.columns]
+    # the allocation row above each line (steps find their run through it)
     lf = typed.lazy().with_columns(
         pl.when(~pl.col("is_step")).then(pl.col("line_no")).forward_fill().alias("_anchor")
     )
-    runs = lf.filter(~pl.col("is_step")).select(run_cols).collect()
-    steps = lf.filter(pl.col("is_step")).select(*step_cols, "_anchor").collect()
-    return _Batch(runs, steps, rejects, blank_lines)
+    runs = lf.filter(~pl.col("is_step")).select(
+        [c for c in RUNS_SCHEMA if c in typed.columns]
+    ).with_columns(_RUN_KEY.alias("run_key")).collect()  # fmt: skip
+    runs = runs.with_columns(_bridge_pods(runs["admin_comment"]))
+    steps = lf.filter(pl.col("is_step")).select(
+        *(c for c in _STEP_SOURCE_COLUMNS if c in typed.columns), "_anchor"
+    ).collect()  # fmt: skip
+    return _Batch(runs, steps, rejects, blank_lines, body.height)
+
+
+def _typed_checked(raw: pl.DataFrame, header: list[str | None], present: set[str], timezone: str,
+                   source_file: str, body: pl.DataFrame, rejects: list[Reject]
+                   ) -> pl.DataFrame:  # fmt: skip
+    """``_typed``, then rows with a bad field or an unresolved DST time move to ``rejects``."""
+    typed, checks = _typed(raw, present, timezone)
+    checks = _order_checks(checks, header)
+    later_cols = [pl.col(c).is_not_null() for c in typed.columns if c.startswith("_later_")
+                  if typed[c].null_count() < typed.height]  # fmt: skip
+    amb = pl.any_horizontal(later_cols) if later_cols else pl.lit(False)
+    flags = typed.lazy().select(_bad_any(checks).alias("bad"), amb.alias("_amb")).select(
+        "bad", (pl.col("_amb") & ~pl.col("bad")).alias("amb")
+    ).collect()
+    if flags["bad"].any() or flags["amb"].any():
+        typed, more = _fix_or_reject(typed, raw, flags, checks, timezone, source_file, body)
+        rejects.extend(more)
+    return typed
 
 
 _STEP_SOURCE_COLUMNS = (
@@ -810,14 +897,18 @@ def parse_sacct(
     known delimiter; every other problem is a per-line :class:`Reject`.
     """
     check_timezone(timezone)
-    lines, rejects = _read_lines(source, source_file)
-    if lines.height == 0:
+    data = _source_bytes(source)
+    if not data:
         msg = f"{source_file}: expected a header line (JobID|JobIDRaw|…), found an empty file"
         raise SacctFormatError(msg)
-    header_line = lines["line"][0]
-    if int(lines["line_no"][0]) != 1:
+    header_end = data.find(b"\n")
+    header_end = len(data) if header_end < 0 else header_end
+    try:
+        header_line = data[:header_end].decode("utf-8")
+    except UnicodeDecodeError as exc:
         msg = f"{source_file}: expected a UTF-8 header on line 1, found invalid bytes"
-        raise SacctFormatError(msg)
+        raise SacctFormatError(msg) from exc
+    header_line = header_line.removesuffix("\r").removeprefix("\ufeff")
     sep = delimiter if delimiter is not None else _detect_delimiter(header_line, source_file)
     if sep == "":
         msg = "expected a non-empty delimiter, found ''"
@@ -825,31 +916,37 @@ def parse_sacct(
     header = _header_fields(header_line, sep, source_file)
     present = {h for h in header if h is not None}
 
-    body = lines.slice(1)
-    del lines
-    lines_read = body.height + len(rejects)
-    size = _batch_size(body.height)
-    chunks = [body.slice(off, size) for off in range(0, max(body.height, 1), size)]
-    del body
+    body_start = min(len(data), header_end + 1)
+    body_bytes = len(data) - body_start
+    parts = _THREADS * max(1, -(-body_bytes // (_THREADS * BATCH_BYTES)))
+    bounds = _chunk_bounds(data, body_start, max(1, -(-body_bytes // parts)))
 
-    def work(chunk: pl.DataFrame) -> _Batch:
-        return _parse_batch(chunk, header, present, sep, timezone, source_file)
+    held = [data]  # released as soon as every batch has its lines
+    del data
 
-    with ThreadPoolExecutor(max_workers=min(len(chunks), _THREADS)) as pool:
-        batches = list(pool.map(work, chunks))
-    del chunks
+    def work(bound: tuple[int, int, int]) -> _Batch:
+        lines, bad_utf8 = _read_chunk(held[0], *bound, source_file)
+        batch = _parse_batch(lines, header, present, sep, timezone, source_file)
+        batch.rejects.extend(bad_utf8)
+        batch.lines += len(bad_utf8)
+        return batch
+
+    with ThreadPoolExecutor(max_workers=min(len(bounds), _THREADS)) as pool:
+        batches = list(pool.map(work, bounds))
+    held.clear()
+    rejects: list[Reject] = []
+    lines_read = sum(b.lines for b in batches)
     for b in batches:
         rejects.extend(b.rejects)
     blank_lines = sum(b.blank_lines for b in batches)
-    runs = _run_keys(pl.concat([b.runs for b in batches], how="vertical"))
+    runs = _dedupe_run_keys(pl.concat([b.runs for b in batches], how="vertical"))
     steps = pl.concat([b.steps for b in batches], how="vertical")
     del batches
 
-    runs = runs.with_columns(
-        _bridge_pods(runs["admin_comment"]),
-        pl.lit(source_file).alias("source_file"),
-    ).select(list(RUNS_SCHEMA)).cast(RUNS_SCHEMA)  # fmt: skip
-    steps = steps.with_columns(_step_run_keys(steps, runs)).lazy().select(
+    runs = runs.with_columns(pl.lit(source_file).alias("source_file")).select(
+        list(RUNS_SCHEMA)
+    ).cast(RUNS_SCHEMA)  # fmt: skip
+    steps = steps.with_columns(_step_run_keys(steps, runs, lines_read + 1)).lazy().select(
         "run_key", "cluster", "job_id", pl.col("job_id_text").alias("step_job_id"), "job_id_raw",
         "step_id", pl.col("job_name").alias("step_name"),
         *(c for c in STEPS_SCHEMA if c in steps.columns and c not in {

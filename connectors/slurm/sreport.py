@@ -44,8 +44,10 @@ _TITLE_RE = re.compile(
     r"^(?P<title>.+?) (?P<start>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d) - "
     r"(?P<end>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?: \(\d+ secs\))?\s*$"
 )
-_UNIT_RE = re.compile(r"^Usage reported in (?:(?:TRES|CPU) (?P<unit>Seconds|Minutes|Hours)"
-                      r"(?P<per>/Percentage of Total)?|(?P<pct>Percentage of Total))\s*$")  # fmt: skip
+_UNIT_RE = re.compile(
+    r"^Usage reported in (?:(?:TRES|CPU) (?P<unit>Seconds|Minutes|Hours)"
+    r"(?P<per>/Percentage of Total)?|(?P<pct>Percentage of Total))\s*$"
+)
 _VALUE_RE = re.compile(r"^(\d+)(?:\([\d.]+%\))?$")
 _FACTOR = {"Seconds": 1, "Minutes": 60, "Hours": 3600}
 

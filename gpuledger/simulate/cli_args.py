@@ -49,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gzip-metrics", action="store_true",
                         help="write prometheus/metrics.om.gz instead of metrics.om")
     parser.add_argument("--gzip", action="store_true",
-                        help="gzip every large output: metrics, sacct dumps, allocations")
+                        help="gzip every large output (name + .gz): metrics, sacct dumps, "
+                             "Workload snapshot, truth/allocations.csv")
     parser.add_argument("--dcgm-label-style", choices=LABEL_STYLES, default="drift",
                         help="pod: workload labels pod/namespace/container; exported: "
                              "exported_pod/...; drift (default): switch mid-window on the "

@@ -5,8 +5,7 @@ the schedulers keep one free-time per GPU, truth is aggregated in small dicts, a
 sweep keeps only what is alive around the current scrape.
 """
 
-import csv
-import json
+import heapq
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -18,36 +17,32 @@ from gpuledger.simulate.identity import Resolver
 from gpuledger.simulate.k8s_jobs import K8sBatch, K8sSide
 from gpuledger.simulate.k8s_model import WorkloadPlan, holders, kueue_events, pod_records
 from gpuledger.simulate.kueue_json import WorkloadWriter
-from gpuledger.simulate.openmetrics import KSM_OFFSET, KUEUE_OFFSET, Irregularities, MetricsSweep
+from gpuledger.simulate.openmetrics import Irregularities, MetricsSweep
 from gpuledger.simulate.outputs import open_output
-from gpuledger.simulate.planted import PODS_READY_TIMEOUT, REQUEUE_BACKOFF, Planter
+from gpuledger.simulate.planted import Planter
 from gpuledger.simulate.records import Holder
-from gpuledger.simulate.sacct_writer import SacctWriter
+from gpuledger.simulate.sacct_writer import SacctRow, SacctWriter
 from gpuledger.simulate.scheduling import View
 from gpuledger.simulate.slurm_jobs import SlurmBatch, SlurmSide
 from gpuledger.simulate.sreport_writer import SreportAccumulator
-from gpuledger.simulate.timefmt import day_of, iso_utc, iso_z
+from gpuledger.simulate.timefmt import day_of, iso_z
 from gpuledger.simulate.truth import DoubleScheduleDetector, TruthWriter
 from gpuledger.simulate.world import (
-    ACCOUNT_PARENTS,
-    COHORT,
-    GPU_MODEL_NAMES,
-    KUEUE_FLAVORS,
-    NAMESPACES,
     World,
     build_world,
 )
+from gpuledger.simulate.world_files import write_static_files, write_world_json
 
 Progress = Callable[[str], None]
 WARMUP = DAY  # the world starts a day early so the window opens on a busy cluster
-GENERATOR = "gpuledger.simulate/1"
 
 OUTPUT_FILES = (
     "world.json", "nodes.csv", "identity_map.csv", "accounts.csv", "rate_card.csv",
     "sacct/sacct-P.txt", "sacct/sacct-unitsep-epoch.txt", "sacct/sacct-P.txt.gz",
     "sacct/sacct-unitsep-epoch.txt.gz", "sreport/cluster-utilization.txt",
     "sreport/account-utilization-by-user.txt", "prometheus/metrics.om",
-    "prometheus/metrics.om.gz", "kueue/workloads.json", "truth/gpu_seconds_daily.csv",
+    "prometheus/metrics.om.gz", "kueue/workloads.json", "kueue/workloads.json.gz",
+    "truth/gpu_seconds_daily.csv",
     "truth/allocations.csv", "truth/allocations.csv.gz", "truth/incidents.csv",
     "truth/gpu_busy_seconds.csv",
 )
@@ -108,38 +103,6 @@ def _clean(out_dir: Path) -> None:
             path.unlink()
 
 
-def _write_static(world: World, out_dir: Path) -> None:
-    with open_output(out_dir / "nodes.csv", compress=False) as fh:
-        out = csv.writer(fh, lineterminator="\n")
-        out.writerow(("node", "pool", "gpu_model", "gpu_count", "gpu_index", "gpu_uuid",
-                      "slurm_partition"))
-        for n in world.nodes:
-            for i, uuid in enumerate(n.gpu_uuids):
-                out.writerow((n.name, n.pool, n.gpu_model, n.gpu_count, i, uuid,
-                              n.slurm_partition))
-    with open_output(out_dir / "identity_map.csv", compress=False) as fh:
-        out = csv.writer(fh, lineterminator="\n")
-        out.writerow(("source_kind", "key", "person", "team", "cost_centre", "valid_from",
-                      "valid_to"))
-        for r in world.identity_rows:
-            out.writerow((r.source_kind, r.key, r.person, r.team, r.cost_centre,
-                          r.valid_from.isoformat() if r.valid_from else "",
-                          r.valid_to.isoformat() if r.valid_to else ""))
-    with open_output(out_dir / "accounts.csv", compress=False) as fh:
-        out = csv.writer(fh, lineterminator="\n")
-        out.writerow(("account", "parent"))
-        for account, parent in ACCOUNT_PARENTS.items():
-            out.writerow((account, parent))
-    with open_output(out_dir / "rate_card.csv", compress=False) as fh:
-        out = csv.writer(fh, lineterminator="\n")
-        out.writerow(("gpu_model", "domain", "qos", "valid_from", "valid_to",
-                      "rate_per_gpu_hour", "currency"))
-        for r in world.rate_rows:
-            out.writerow((r.gpu_model, r.domain, r.qos,
-                          r.valid_from.isoformat() if r.valid_from else "",
-                          r.valid_to.isoformat() if r.valid_to else "", r.rate, r.currency))
-
-
 def _last_activity(plan: WorkloadPlan) -> int | None:
     """When the workload was last active (None: still active, or pending, at the end)."""
     if not plan.attempts or plan.attempts[-1].evict_reason:
@@ -165,7 +128,7 @@ class _Run:
         self.world = world
         self.w0, self.w1 = cfg.window_start, cfg.window_end
         self.sacct = SacctWriter(out_dir / "sacct", cfg.sacct_timezone, cfg.gzip_sacct)
-        self.workloads = WorkloadWriter(out_dir / "kueue" / "workloads.json", tmp)
+        self.workloads = WorkloadWriter(out_dir / "kueue" / "workloads.json", tmp, cfg.gzip_all)
         self.truth = TruthWriter(out_dir / "truth", Resolver(world.identity_rows), self.w0,
                                  self.w1, cfg.gzip_all)
         self.sreport = SreportAccumulator(self.w0, self.w1)
@@ -182,6 +145,14 @@ class _Run:
         self.slurm_jobs = 0
         self.slurm_started = 0
         self.pods = 0
+        # sacct records wait here until no later arrival can create an earlier one
+        self.pending_rows: list[tuple[int, int, tuple[SacctRow, ...]]] = []
+        self.seq = 0
+
+    def flush_sacct(self, before: int | None) -> None:
+        while self.pending_rows and (before is None or self.pending_rows[0][0] < before):
+            for row in heapq.heappop(self.pending_rows)[2]:
+                self.sacct.write(row)
 
     def holder(self, h: Holder, now: int) -> None:
         self.truth.add_holder(h)
@@ -192,9 +163,10 @@ class _Run:
             self.truth.add_incident(incident)
 
     def slurm(self, batch: SlurmBatch, now: int) -> None:
-        for row in batch.rows:
-            self.sacct.write(row)
-        if batch.rows:
+        for order_time, rows in batch.records:
+            self.seq += 1
+            heapq.heappush(self.pending_rows, (order_time, self.seq, rows))
+        if batch.records:
             self.slurm_jobs += batch.jobs
         self.slurm_started += batch.runs
         for h in batch.holders:
@@ -242,7 +214,7 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
     cfg = world.config
     w0, w1 = cfg.window_start, cfg.window_end
     gen_start = w0 - WARMUP
-    _write_static(world, out_dir)
+    write_static_files(world, out_dir)
     slurm_view = View("slurm", [n for n in world.nodes if n.in_slurm])
     k8s_view = View("kubernetes", [n for n in world.nodes if n.in_kubernetes])
     slurm = SlurmSide(world, slurm_view, gen_start)
@@ -258,6 +230,7 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
     next_report = w0 + DAY
     for arrival in merge(slurm.arrivals(), k8s.arrivals(), planter.arrivals()):
         now = arrival.time
+        run.flush_sacct(now)
         if run.sweep is not None:
             run.sweep.advance(now)
         while now >= next_report and next_report <= w1:
@@ -281,6 +254,7 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
     else:
         with open_output(out_dir / "truth" / "gpu_busy_seconds.csv", compress=False) as fh:
             fh.write("gpu_uuid,day,busy_seconds\n")
+    run.flush_sacct(None)
     run.sacct.close()
     run.workloads.close()
     incidents = run.truth.close()
@@ -296,136 +270,8 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
         incidents=dict(sorted(incidents.items())), gpu_hours=gpu_hours, sreport=sreport,
         metrics_samples=samples, files=(*files, "world.json"),
     )
-    _write_world_json(world, run, planter, summary, out_dir)
+    write_world_json(world, run.irregular, planter.record, asdict(summary), out_dir)
     say(summary.describe())
     return summary
 
 
-def command_line(cfg: SimConfig, out: str) -> str:
-    parts = [f"gpuledger simulate --seed {cfg.seed} --days {cfg.days} --out {out}",
-             f"--start {cfg.start.isoformat()}", f"--nodes {cfg.nodes.describe()}",
-             f"--step {cfg.step_seconds}"]
-    if not cfg.metrics:
-        parts.append("--no-metrics")
-    if cfg.gzip_all:
-        parts.append("--gzip")
-    elif cfg.gzip_metrics:
-        parts.append("--gzip-metrics")
-    if cfg.dcgm_label_style != "drift":
-        parts.append(f"--dcgm-label-style {cfg.dcgm_label_style}")
-    if not cfg.irregularities:
-        parts.append("--no-irregularities")
-    if cfg.load != SimConfig.load:
-        parts.append(f"--load {cfg.load}")
-    return " ".join(parts)
-
-
-def _write_world_json(world: World, run: _Run, planter: Planter, summary: SimSummary,
-                      out_dir: Path) -> None:
-    cfg = world.config
-    w0, w1 = cfg.window_start, cfg.window_end
-    pools: dict[str, dict[str, object]] = {}
-    for pool in ("slurm", "kubernetes", "shared"):
-        members = [n for n in world.nodes if n.pool == pool]
-        models: dict[str, int] = {}
-        for n in members:
-            models[n.gpu_model] = models.get(n.gpu_model, 0) + n.gpu_count
-        pools[pool] = {"nodes": len(members), "gpus": sum(n.gpu_count for n in members),
-                       "gpu_models": models}
-    irr = run.irregular
-    late = planter.record.late_cordons
-    doc = {
-        "generator": GENERATOR,
-        "command": command_line(cfg, "DIR"),
-        "seed": cfg.seed,
-        "config": {
-            "seed": cfg.seed, "days": cfg.days, "start": cfg.start.isoformat(),
-            "nodes": asdict(cfg.nodes), "step_seconds": cfg.step_seconds,
-            "metrics": cfg.metrics, "gzip_metrics": cfg.gzip_om, "gzip_all": cfg.gzip_all,
-            "dcgm_label_style": cfg.dcgm_label_style, "irregularities": cfg.irregularities,
-            "load": cfg.load,
-        },
-        "cluster": cfg.cluster,
-        "window": {"start": iso_z(w0), "end": iso_z(w1)},
-        "sacct_timezone": cfg.sacct_timezone,
-        "nodes": pools,
-        "gpu_models": GPU_MODEL_NAMES,
-        "slurm": {
-            "partitions": {"gpu": "gpu-hpc-* (A100 x8 and H100 x4)",
-                           "shared": "gpu-shr-* while Slurm owns them",
-                           "cpu": "CPU components of heterogeneous jobs"},
-            "accounts": {k: v or "root" for k, v in ACCOUNT_PARENTS.items()},
-            "qos": ["normal", "high", "gpu-long"],
-            "hpc_job_label": "dcgm-exporter's hpc_job label carries JobIDRaw",
-            "bridge_user": "slurm (uid 64030), account kubernetes",
-        },
-        "shared_nodes": {
-            "kubernetes": "Monday-Friday 08:00-20:00 UTC",
-            "slurm": "all other times",
-            "kube_node_spec_unschedulable": "1 while lent to Slurm",
-            "slurm_state_while_lent_to_kubernetes": "DRAIN (sreport Down)",
-        },
-        "kueue": {
-            "api_version": "kueue.x-k8s.io/v1beta1",
-            "cohort": COHORT,
-            "flavors": KUEUE_FLAVORS,
-            "cluster_queues": {cq.name: cq.nominal for cq in world.cluster_queues},
-            "local_queues": {f"{ns.name}/{ns.local_queue}": ns.cluster_queue
-                             for ns in NAMESPACES},
-            "wait_for_pods_ready_timeout_seconds": PODS_READY_TIMEOUT,
-            "requeue_backoff_base_seconds": REQUEUE_BACKOFF,
-        },
-        "scrape": {"step_seconds": cfg.step_seconds,
-                   "offsets_seconds": {"dcgm": 0, "kube_state_metrics": KSM_OFFSET,
-                                       "kueue": KUEUE_OFFSET}},
-        "identity_change_day": world.identity_change_day.isoformat()
-        if world.identity_change_day else None,
-        "irregularities": {
-            "exporter_outages": [{"node": n, "start": iso_utc(a), "end": iso_utc(b)}
-                                 for n, a, b in irr.exporter_outages],
-            "kueue_restart": None if irr.kueue_restart is None else {
-                "start": iso_utc(irr.kueue_restart[0]), "end": iso_utc(irr.kueue_restart[1]),
-                "effect": "no Kueue samples in between; counters and histograms restart from "
-                          "zero and reappear only when incremented"},
-            "dcgm_label_drift": None if irr.label_drift_from is None else {
-                "nodes": list(irr.label_drift_nodes), "from": iso_utc(irr.label_drift_from),
-                "labels": "exported_pod/exported_namespace/exported_container; pod, namespace "
-                          "and container then name the dcgm-exporter pod"},
-            "dcgm_exported_labels_everywhere": irr.exported_everywhere,
-            "late_cordons": [{"node": n, "planned": iso_utc(p), "actual": iso_utc(a)}
-                             for n, p, a in late],
-        },
-        "decoys": planter.record.decoys,
-        "planted_skipped": planter.record.skipped,
-        "conventions": {
-            "times": "UTC, half-open [start, end); truth uses naive ISO UTC",
-            "slurm_source_key": "sacct JobID of the allocation row (requeued runs share it)",
-            "kubernetes_source_key": "namespace/pod",
-            "kubernetes_charged_interval": "pod phase Running: [running, finished)",
-            "allocations_identity": "resolved on the allocation's first charged day",
-            "allocations_end": "clipped to the window end for allocations still running",
-            "busy_seconds": "sum over DCGM samples of GR_ENGINE_ACTIVE x step; physical truth, "
-                            "also during the exporter outage; GPU-days with 0 are omitted",
-            "double_scheduled_dcgm": "a GPU held by both schedulers has one series per holder "
-                                     "with the same value",
-            "sacct_pending_and_cancelled": "jobs cancelled while pending are included (real "
-                                           "sacct shows them only with -s CA or -j)",
-        },
-        "commands": {
-            "sacct_unitsep_epoch": "TZ=UTC SLURM_TIME_FORMAT=%s sacct --allusers --duplicates "
-                                   "--parsable2 --noconvert --delimiter=$'\\x1f' "
-                                   f"--starttime={iso_utc(w0)} --endtime={iso_utc(w1)} "
-                                   "--format=<SACCT_FIELDS>",
-            "sacct_P": f"TZ={cfg.sacct_timezone} sacct --allusers --duplicates --parsable2 "
-                       "--noconvert --starttime=... --endtime=... "
-                       "--format=JobID,JobIDRaw,JobName,...",
-            "sreport_utilization": "TZ=UTC sreport -P -t seconds -T gres/gpu cluster "
-                                   f"utilization start={iso_utc(w0)} end={iso_utc(w1)}",
-            "sreport_account_by_user": "TZ=UTC sreport -P -t seconds -T gres/gpu cluster "
-                                       f"AccountUtilizationByUser start={iso_utc(w0)} "
-                                       f"end={iso_utc(w1)}",
-        },
-        "summary": {k: v for k, v in asdict(summary).items() if k != "out_dir"},
-    }
-    with open_output(out_dir / "world.json", compress=False) as fh:
-        fh.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

@@ -205,9 +205,11 @@ class K8sSide:
         self.commit(finished)
         attempt = AttemptPlan(admitted=admitted, pods=tuple(finished), ready=ready, ended=end,
                               outcome=outcome)
+        # some gangs allow partial admission (podSets[].minCount); all of them got every pod
+        min_count = pods - 1 if pods > 1 and rng.random() < 0.25 else None
         return self.workload_plan(ns, workload, wl_uid, "Job", job, job_uid, "Job", job,
                                   created, pods, gpus, spec.container, PYTORCH_IMAGE,
-                                  (attempt,), owner_label=owner_label)
+                                  (attempt,), owner_label=owner_label, min_count=min_count)
 
     def workload_plan(self, ns: Namespace, workload: str, wl_uid: str, owner_kind: str,
                       owner_name: str, owner_uid: str, pod_owner_kind: str, pod_owner_name: str,

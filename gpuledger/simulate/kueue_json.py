@@ -91,6 +91,9 @@ def workload_item(plan: WorkloadPlan, w1: int, resource_version: int) -> dict[st
         if attempt.requeue_at is not None and attempt.requeue_at < w1:
             conditions.set("Requeued", True, "BackoffFinished",
                            "The workload backoff was finished", attempt.requeue_at)
+    if not plan.attempts:  # never admitted: Kueue keeps saying why
+        conditions.set("QuotaReserved", False, "Pending", _pending_message(plan),
+                       plan.created + 1)
     status: dict[str, object] = {"conditions": conditions.as_list()}
     if admission is not None:
         status["admission"] = admission
@@ -207,8 +210,9 @@ class WorkloadWriter:
     (namespace, name). Each part holds names that arrive in order (a name prefix with a
     zero-padded counter); a part that did not is sorted in memory (only small ones do)."""
 
-    def __init__(self, path: Path, tmp_dir: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, tmp_dir: Path, gzip: bool = False) -> None:
+        self.path = path.with_name(path.name + ".gz") if gzip else path
+        self.gzip = gzip
         self.tmp_dir = tmp_dir
         self.parts: dict[tuple[str, str], TextIO] = {}
         self.last_name: dict[tuple[str, str], str] = {}
@@ -247,7 +251,7 @@ class WorkloadWriter:
         for part in self.parts.values():
             part.close()
         first = True
-        with open_output(self.path, compress=False) as out:
+        with open_output(self.path, compress=self.gzip) as out:
             out.write('{\n    "apiVersion": "v1",\n    "items": [')
             for ns in sorted({k[0] for k in self.parts}):
                 keys = sorted(k for k in self.parts if k[0] == ns)

@@ -29,8 +29,15 @@ KUEUE_BUCKETS = (1.0, *(2.5 * 2**i for i in range(13)))  # 1, 2.5, 5, ... 10240
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 KSM_TARGET = 'job="kube-state-metrics",instance="10.42.0.5:8080"'
 KUEUE_TARGET = 'job="kueue-controller-manager",instance="10.42.0.9:8443"'
-KSM_OFFSET, KUEUE_OFFSET = 10, 20  # scrape offsets inside each interval, as real targets have
-FLUSH_STEPS, FLUSH_LINES = 96, 400_000  # buffered scrapes per write (bounds memory)
+
+
+def scrape_offsets(step: int) -> tuple[int, int]:
+    """Seconds after the dcgm-exporter scrape at which kube-state-metrics and Kueue are
+    scraped (different targets are scraped at different moments of each interval)."""
+    return min(10, step // 3), min(20, 2 * step // 3)
+
+
+FLUSH_STEPS, FLUSH_LINES = 96, 150_000  # buffered scrapes per write (bounds memory)
 
 FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
@@ -130,6 +137,7 @@ class MetricsSweep:
         self.k8s_nodes = [n for n in nodes if n.in_kubernetes]
         self.cluster_queues = cluster_queues
         self.w0, self.w1, self.step = w0, w1, step
+        self.ksm_offset, self.kueue_offset = scrape_offsets(step)
         self.out_path, self.tmp_dir, self.gzip = out_path, tmp_dir, gzip
         self.irregular = irregular
         self.k = 0  # next scrape index
@@ -185,11 +193,11 @@ class MetricsSweep:
         """Write every scrape whose last target (Kueue) is scraped before ``until``."""
         while True:
             ts = self.w0 + self.k * self.step
-            if ts >= self.w1 or ts + KUEUE_OFFSET >= until:
+            if ts >= self.w1 or ts + self.kueue_offset >= until:
                 return
             self._scrape_dcgm(ts)
-            self._scrape_ksm(ts + KSM_OFFSET)
-            self._scrape_kueue(ts + KUEUE_OFFSET)
+            self._scrape_ksm(ts + self.ksm_offset)
+            self._scrape_kueue(ts + self.kueue_offset)
             self.k += 1
             if self.k % FLUSH_STEPS == 0 or self.samples - self.flushed > FLUSH_LINES:
                 self._flush_buffers()

@@ -228,7 +228,7 @@ class Planter:
         batch = self._vision_pod(handover - 30, node, indices[:2], handover,
                                  handover + 2 * HOUR, label="alice", scheduled=handover)
         batch.slurm.append(slurm)
-        job_id = slurm.rows[0].job_id if slurm.rows else ""
+        job_id = slurm.records[0][1][0].job_id if slurm.records else ""
         pod = batch.plans[0].attempts[0].pods[0]
         self.record.decoys.append({
             "kind": "clean_handover", "node": node.name,
@@ -289,10 +289,15 @@ class Planter:
         job, job_uid, workload, wl_uid = k8s.job_identity(ns, spec.prefix)
         admitted, placements = k8s.place_pods(ns, started, gpus, at + 2, 0)
         early = k8s.run_pods(ns, job, 0, placements, admitted)
+        for p in early:  # hold them at least until the timeout before placing the last pod
+            k8s.view.commit(p.node, p.gpu_indices, admitted + PODS_READY_TIMEOUT)
         late_start = None
         if variant == "late":
-            sched, late_place = place(k8s.view, k8s.h100_nodes, gpus, 1,
-                                      admitted + 12 * MINUTE, k8s.place_rng)
+            try:
+                sched, late_place = place(k8s.view, k8s.h100_nodes, gpus, 1,
+                                          admitted + 12 * MINUTE, k8s.place_rng)
+            except NoPlacement:
+                sched, late_place = admitted + DAY, []
             if sched + 20 < admitted + PODS_READY_TIMEOUT - MINUTE:
                 late_start = sched + 20
         attempts: list[AttemptPlan] = []
@@ -336,8 +341,10 @@ class Planter:
                 admitted=admitted, pods=(*first, stuck), ready=None, ended=evicted,
                 evict_reason="PodsReadyTimeout", evict_message=message, requeue_at=requeue_at,
                 outcome="evicted_pods_ready_timeout"))
-            again, placements2 = k8s.place_pods(ns, count, gpus, requeue_at + 2, 0) \
-                if len(k8s.h100_nodes) >= count else (None, [])
+            try:
+                again, placements2 = k8s.place_pods(ns, count, gpus, requeue_at + 2, 0)
+            except NoPlacement:  # stays pending after the eviction
+                again, placements2 = None, []
             if again is not None:
                 second = k8s.run_pods(ns, job, 1, placements2, again)
                 ready = max(p.running or again for p in second)
@@ -353,17 +360,15 @@ class Planter:
                                  count, gpus, spec.container, PYTORCH_IMAGE, tuple(attempts),
                                  owner_label="grace")
         batch = K8sBatch(plans=[plan])
-        waste = sum(len(ix) * (cut - max(r or cut, self.w0))
-                    for _, ix, r in held if (r or cut) < cut)
-        first_run = min(r or cut for _, _, r in held)
-        if cut > self.w0 and first_run < self.w1 and waste > 0:
-            nodes = sorted({n.name for n, _, _ in held})
-            uuids = tuple(n.gpu_uuids[i] for n, ix, _ in held for i in ix)
+        # wasted: GPUs held by the running pods until all run (or the eviction), in the window
+        stop = min(cut, self.w1)
+        spans = [(n, ix, max(r, self.w0)) for n, ix, r in held if r is not None]
+        waste = sum(len(ix) * max(0, stop - r) for _, ix, r in spans)
+        if waste > 0:
             batch.incidents.append(Incident(
-                kind="partial_gang", node=";".join(nodes), gpu_uuids=uuids,
-                start=max(first_run, self.w0), end=min(cut, self.w1),
-                gpu_seconds=waste if cut <= self.w1 else sum(
-                    len(ix) * (self.w1 - max(r or self.w1, self.w0)) for _, ix, r in held),
+                kind="partial_gang", node=";".join(sorted({n.name for n, _, _ in spans})),
+                gpu_uuids=tuple(n.gpu_uuids[i] for n, ix, _ in spans for i in ix),
+                start=min(r for _, _, r in spans), end=stop, gpu_seconds=waste,
                 slurm_job="", k8s_workload=key, detail=detail,
             ))
         return batch
@@ -396,7 +401,13 @@ class Planter:
         attempts = [AttemptPlan(admitted=admitted, pods=tuple(first), ready=running,
                                 ended=evicted, evict_reason="Preempted", evict_message=message,
                                 requeue_at=evicted, outcome="evicted_preempted")]
-        again, placements2 = k8s.place_pods(ns, 1, gpus, preempt_at + MINUTE, 0)
+        try:
+            again, placements2 = k8s.place_pods(ns, 1, gpus, preempt_at + MINUTE, 0)
+        except NoPlacement:  # stays pending after the preemption
+            victim = k8s.workload_plan(ns, workload, wl_uid, "Job", job, job_uid, "Job", job,
+                                       at, 1, gpus, spec.container, PYTORCH_IMAGE,
+                                       tuple(attempts), owner_label="bob")
+            return K8sBatch(plans=[victim, server])
         second = k8s.run_pods(ns, job, 1, placements2, again)
         ready = max(x.running or again for x in second)
         end = ready + duration

@@ -1,7 +1,7 @@
-"""The Slurm side: the job mix, its placement on the Slurm view and its sacct records.
+"""The Slurm side: jobs of the mix placed on the Slurm view and turned into sacct records.
 
-Job ids are handed out in submit order. Every kind the connectors must survive appears early in
-each world (``COVERAGE``), then kinds are drawn at random.
+Job ids are handed out in submit order; each kind (arrays, het jobs, requeues, ...) is realized
+the way Slurm 22.05 records it (see tests/fixtures/real_slurm).
 """
 
 import math
@@ -9,71 +9,39 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from gpuledger.simulate.arrivals import Arrival, log_uniform, merge, poisson
+from gpuledger.simulate.arrivals import Arrival, merge, poisson
 from gpuledger.simulate.config import HOUR, MINUTE
 from gpuledger.simulate.records import Holder, Profile
 from gpuledger.simulate.rng import stream
 from gpuledger.simulate.sacct_writer import SacctRow
 from gpuledger.simulate.scheduling import MAX_WAIT, NoPlacement, Placement, View, place
+from gpuledger.simulate.slurm_mix import COVERAGE, PROGRAMS, JobMix, JobSpec
 from gpuledger.simulate.slurm_rows import RecordPlan, Shape, StepPlan, emit
-from gpuledger.simulate.world import BRIDGE_ACCOUNT, BRIDGE_USER, SLURM_USERS, SlurmUser, World
+from gpuledger.simulate.world import BRIDGE_ACCOUNT, BRIDGE_USER, SlurmUser, World
 
 FIRST_JOB_ID = 24001
 REQUEUE_BEGIN_DELAY = 121  # seconds between requeue and eligibility (slurm-lab.md)
 
-COVERAGE = (
-    "pipe_name", "multinode", "array", "het", "pipeline", "requeue", "fail_exit",
-    "fail_signal", "timeout", "node_fail", "cancel_running", "cancel_pending", "unicode_name",
-    "quote_name", "gpumem", "multipipe_name", "untyped", "gpu_long",
-)
-RANDOM_KINDS = (
-    ("plain", 46), ("untyped", 8), ("multinode", 8), ("array", 6), ("het", 2), ("pipeline", 3),
-    ("requeue", 2), ("fail_exit", 4), ("fail_signal", 1), ("timeout", 4), ("node_fail", 1),
-    ("cancel_running", 4), ("cancel_pending", 3), ("gpumem", 3), ("gpu_long", 2),
-)
-SPECIAL_NAMES = {
-    "pipe_name": "train|resnet50",
-    "multipipe_name": "sweep|lr=3e-4|bs=64",
-    "unicode_name": "モデル学習-ü-🚀",
-    # the accounting DB stores double quotes as backticks (slurm-lab.md)
-    "quote_name": 'eval, "v2" run'.replace('"', "`"),
-}
-NAMES_BY_ACCOUNT = {
-    "physics": ("lattice-qcd", "md-sim", "cfd-run", "nbody"),
-    "ml-research": ("train-resnet50", "llm-pretrain", "finetune", "eval-sweep", "diffusion"),
-    "ops": ("ops-burn-in", "gpu-healthcheck", "nccl-test"),
-}
-PROGRAMS = ("python", "torchrun", "pw.x", "lmp", "all_reduce_perf")
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    kind: str
-    submit: int
-    user: SlurmUser
-    account: str
-    partition: str
-    qos: str
-    name: str
-    shape: Shape
-    nodes: int
-    duration: int
-    timelimit_min: int
-    wckey: str
-
 
 @dataclass
 class SlurmBatch:
-    """What one arrival produced on the Slurm side."""
+    """What one arrival produced on the Slurm side.
 
-    rows: list[SacctRow]
+    ``records`` are (order time, rows of one record). sacct lists records in the order the
+    accounting DB created them: at submit, but an array task when it starts and the run after a
+    requeue at the requeue (see job 2 and array 11 in tests/fixtures/real_slurm).
+    """
+
+    records: list[tuple[int, tuple[SacctRow, ...]]]
     holders: list[Holder]
     jobs: int = 0  # distinct job ids printed
     runs: int = 0  # records that started inside the window
 
-    def add(self, plan: RecordPlan, w0: int, w1: int, cluster: str) -> None:
+    def add(self, plan: RecordPlan, w0: int, w1: int, cluster: str,
+            order_time: int | None = None) -> None:
         out = emit(plan, w0, w1, cluster)
-        self.rows.extend(out.rows)
+        if out.rows:
+            self.records.append((plan.submit if order_time is None else order_time, out.rows))
         self.holders.extend(out.holders)
         self.runs += int(out.started_in_window)
 
@@ -89,10 +57,9 @@ class SlurmSide:
         self.rng = stream(cfg.seed, "slurm-spec")
         self.place_rng = stream(cfg.seed, "slurm-place")
         self.next_id = FIRST_JOB_ID
-        self.hpc = [n for n in world.nodes if n.pool == "slurm"]
-        self.shared = [n for n in world.nodes if n.pool == "shared"]
-        self.by_model = {m: [n for n in self.hpc if n.gpu_model == m] for m in ("a100", "h100")}
-        self.models = tuple(m for m in ("a100", "h100") if self.by_model[m])
+        self.mix = JobMix(world)
+        self.hpc = self.mix.hpc
+        self.shared = self.mix.shared
         self.coverage_done = 0
 
     # ------------------------------------------------------------------ arrivals
@@ -101,92 +68,17 @@ class SlurmSide:
         cfg = self.world.config
         hpc_gpus = sum(n.gpu_count for n in self.hpc)
         shared_gpus = sum(n.gpu_count for n in self.shared)
-        mean = self._mean_gpu_seconds()
+        mean = self.mix.mean_gpu_seconds()
         hpc_rate = cfg.load * hpc_gpus / mean
         # shared nodes belong to Slurm ~64 % of a week; jobs there are smaller
         shared_rate = cfg.load * 0.64 * shared_gpus / (3.0 * 3 * HOUR)
         rng_hpc = stream(cfg.seed, "slurm-arrivals-hpc")
         rng_shared = stream(cfg.seed, "slurm-arrivals-shared")
         return merge(
-            poisson(rng_hpc, self.gen_start, self.w1, hpc_rate, "slurm", self._kinds()),
+            poisson(rng_hpc, self.gen_start, self.w1, hpc_rate, "slurm", self.mix.kinds()),
             poisson(rng_shared, self.gen_start, self.w1, shared_rate, "slurm-shared",
                     _forever("shared")),
         )
-
-    def _kinds(self) -> Iterator[str]:
-        names = [k for k, _ in RANDOM_KINDS]
-        weights = [w for _, w in RANDOM_KINDS]
-        rng = stream(self.world.config.seed, "slurm-kinds")
-        while True:
-            yield rng.choices(names, weights)[0]
-
-    def _mean_gpu_seconds(self) -> float:
-        """Mean GPU-seconds of a random job, estimated once from a private stream."""
-        rng = stream(self.world.config.seed, "slurm-calibration")
-        total = 0.0
-        samples = 3000
-        names = [k for k, _ in RANDOM_KINDS]
-        weights = [w for _, w in RANDOM_KINDS]
-        for _ in range(samples):
-            spec = self._spec(rng.choices(names, weights)[0], 0, rng)
-            factor = 4.0 if spec.kind == "array" else 1.0
-            total += spec.shape.gpus_per_node * spec.nodes * spec.duration * factor
-        return total / samples
-
-    # ------------------------------------------------------------------ specs
-
-    def _user_and_account(self, rng: random.Random, account: str = "") -> tuple[SlurmUser, str]:
-        if account:
-            users = [u for u in SLURM_USERS if account in u.accounts]
-            return rng.choice(users), account
-        user = rng.choices(SLURM_USERS, (5, 5, 2, 3, 3, 1))[0]
-        if len(user.accounts) > 1 and rng.random() < 0.35:
-            return user, user.accounts[1]
-        return user, user.accounts[0]
-
-    def _spec(self, kind: str, submit: int, rng: random.Random) -> JobSpec:
-        user, account = self._user_and_account(rng)
-        partition = "gpu"
-        model = self.models[0]
-        if len(self.models) > 1 and rng.random() < 0.3:
-            model = "h100"
-        if kind == "shared":
-            partition, model = "shared", "a100"
-        nodes_of_model = self.shared if partition == "shared" else self.by_model[model]
-        node_gpus = min(n.gpu_count for n in nodes_of_model)
-        per_node = min(node_gpus, rng.choices((1, 2, 4, 8), (3, 3, 2, 1.5))[0])
-        nodes = 1
-        if kind == "multinode" and len(nodes_of_model) >= 2:
-            nodes = rng.randint(2, min(4, len(nodes_of_model)))
-            per_node = node_gpus if rng.random() < 0.6 else max(1, node_gpus // 2)
-        cpus_per_gpu = rng.choice((4, 8, 16))
-        node = nodes_of_model[0]
-        cpus_per_gpu = min(cpus_per_gpu, node.cpus // node.gpu_count)
-        mem_gb_per_gpu = rng.choice((32, 64, 96))
-        typed = kind != "untyped" and rng.random() < 0.85
-        extra: tuple[tuple[str, int], ...] = ()
-        if kind == "gpumem":
-            extra = (("gres/gpumem", 81920 * per_node), ("gres/gpuutil", 100 * per_node))
-        shape = Shape(cpus_per_gpu * per_node, mem_gb_per_gpu * 1024 * per_node, per_node, model,
-                      typed, extra)
-        if partition == "shared":
-            duration = log_uniform(rng, 20 * MINUTE, 8 * HOUR)
-        elif kind == "gpu_long":
-            duration = rng.randint(26 * HOUR, 40 * HOUR)
-        else:
-            duration = log_uniform(rng, 20 * MINUTE, 16 * HOUR)
-        limit = max(5, math.ceil(duration * rng.uniform(1.2, 2.0) / MINUTE))
-        if kind == "timeout":
-            limit = max(5, math.ceil(duration / MINUTE))
-        qos = "normal"
-        if kind == "gpu_long":
-            qos = "gpu-long"
-        elif model == "h100" and account == "ml-research" and rng.random() < 0.5:
-            qos = "high"
-        name = SPECIAL_NAMES.get(kind) or rng.choice(NAMES_BY_ACCOUNT.get(account, ("job",)))
-        wckey = "lattice" if account == "physics" and rng.random() < 0.2 else ""
-        return JobSpec(kind, submit, user, account, partition, qos, name, shape, nodes,
-                       duration, limit, wckey)
 
     # ------------------------------------------------------------------ realization
 
@@ -196,7 +88,7 @@ class SlurmSide:
                 self.coverage_done < len(COVERAGE):
             kind = COVERAGE[self.coverage_done]
             self.coverage_done += 1
-        spec = self._spec(kind, arrival.time, self.rng)
+        spec = self.mix.sample(kind, arrival.time, self.rng)
         batch = SlurmBatch([], [])
         if kind == "array":
             self._array(spec, batch)
@@ -218,7 +110,7 @@ class SlurmSide:
     def _nodes_for(self, spec: JobSpec) -> list:
         if spec.partition == "shared":
             return self.shared
-        return self.by_model[spec.shape.model]
+        return self.mix.by_model[spec.shape.model]
 
     def _place(self, spec: JobSpec, earliest: int) -> tuple[int, list[Placement]]:
         bound = spec.timelimit_min * MINUTE + 120
@@ -380,7 +272,7 @@ class SlurmSide:
                 ),
                 profile=self._profile(spec, rng), outcome=outcome,
             )
-            batch.add(plan, self.w0, self.w1, self.cluster)
+            batch.add(plan, self.w0, self.w1, self.cluster, order_time=start)
         batch.jobs += 1
 
     def _het(self, spec: JobSpec, batch: SlurmBatch) -> None:

@@ -15,7 +15,6 @@ from gpuledger.simulate.timefmt import add_days
 GPU_MODEL_NAMES = {"a100": "NVIDIA A100-SXM4-80GB", "h100": "NVIDIA H100 80GB HBM3"}
 KUEUE_FLAVORS = {"a100": "a100-80gb", "h100": "h100-80gb"}
 COHORT = "gpu-cohort"
-DRIVER_VERSION = "550.54.15"
 
 
 @dataclass(frozen=True)
@@ -136,13 +135,6 @@ class World:
     rate_rows: tuple[RateRow, ...]
     cluster_queues: tuple[ClusterQueue, ...]
     identity_change_day: date | None  # the day erin's mapping changes (inside the window)
-
-    @property
-    def nodes_by_pool(self) -> dict[str, list[Node]]:
-        out: dict[str, list[Node]] = {"slurm": [], "kubernetes": [], "shared": []}
-        for node in self.nodes:
-            out[node.pool].append(node)
-        return out
 
     def node(self, name: str) -> Node:
         for node in self.nodes:

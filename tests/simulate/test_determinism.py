@@ -33,3 +33,14 @@ def test_another_seed_gives_another_world(world_dir: Path, tmp_path: Path):
     header = (other / "truth" / "gpu_busy_seconds.csv").read_text(encoding="utf-8")
     assert header == "gpu_uuid,day,busy_seconds\n"
     assert not (other / "prometheus" / "metrics.om").exists()
+
+
+def test_gzip_outputs_are_byte_identical_too(tmp_path: Path):
+    args = ["--seed", "3", "--days", "1", "--nodes", "hpc=2,k8s=2,shared=1", "--gzip",
+            "--step", "600", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    first, second = _hashes(tmp_path / "a"), _hashes(tmp_path / "b")
+    assert first == second
+    assert {"prometheus/metrics.om.gz", "sacct/sacct-P.txt.gz", "kueue/workloads.json.gz",
+            "truth/allocations.csv.gz"} <= set(first)

@@ -240,13 +240,21 @@ def test_timelimit_raw_is_minutes(raw: str, seconds: int | None):
     assert only_run(parse(dump([alloc(TimelimitRaw=raw)])))["timelimit_s"] == seconds
 
 
+def test_elapsed_text_is_read_only_without_the_raw_field():
+    # with ElapsedRaw present the redundant Elapsed text is not read at all
+    assert only_run(parse(dump([alloc(Elapsed="ages")])))["elapsed_s"] == 60
+    rej = one_reject(parse(dump([alloc(Elapsed="ages")], fields=NO_RAW, sep="|")))
+    assert rej.field == "Elapsed"
+    assert rej.reason.startswith("expected [D-]HH:MM:SS")
+
+
 def test_raw_fields_are_preferred_over_text():
     row = only_run(parse(dump([alloc(Elapsed="00:00:59", ElapsedRaw="61")])))
     assert row["elapsed_s"] == 61
 
 
 @pytest.mark.parametrize(("over", "field"), [
-    ({"Elapsed": "ages"}, "Elapsed"), ({"ElapsedRaw": "1.5"}, "ElapsedRaw"),
+    ({"ElapsedRaw": "1.5"}, "ElapsedRaw"),
     ({"ElapsedRaw": "-3"}, "ElapsedRaw"), ({"TimelimitRaw": "soon"}, "TimelimitRaw"),
     ({"AllocCPUS": "two"}, "AllocCPUS"), ({"UID": "alice"}, "UID"),
     ({"AllocNodes": "x"}, "AllocNodes"),
@@ -501,7 +509,7 @@ def test_lines_are_traceable():
 def test_big_dump_goes_through_batches(monkeypatch: pytest.MonkeyPatch):
     import connectors.slurm.parse as parse_module
 
-    monkeypatch.setattr(parse_module, "BATCH_LINES", 7)
+    monkeypatch.setattr(parse_module, "BATCH_BYTES", 1000)
     rows = []
     for j in range(40):
         a = alloc(JobID=str(1000 + j), JobIDRaw=str(1000 + j))

@@ -88,3 +88,18 @@ def test_unit_separator_dump_never_needs_placement():
     a = alloc(JobName="train|resnet50", AdminComment="x|y")
     r = parse(dump([a]))
     assert r.runs.row(0, named=True)["job_name"] == "train|resnet50"
+
+
+def test_no_placement_because_free_text_is_implausible():
+    # contract order ends with WCKey|JobName|AdminComment; the extra '|' sits in AdminComment,
+    # which must be empty, JSON or a JS1 blob, and a WCKey cannot hold '|' either
+    row = alloc(JobName="n", AdminComment="free|text")
+    r = parse(dump([row], SACCT_FIELDS, sep="|"))
+    assert r.runs.height == 0  # "n|free" + AdminComment "text" is no JSON: no valid placement
+    assert "implausible text" in r.rejects[0].reason
+    row = alloc(JobName="n", WCKey="w", AdminComment="x|y")
+    rej = parse(dump([row], ("JobID", "JobIDRaw", "Cluster", "State", "Submit", "Start", "End",
+                             "NodeList", "AllocTRES", "WCKey", "AdminComment"), sep="|")).rejects
+    assert len(rej) == 1
+    assert "fit no placement in WCKey or AdminComment" in rej[0].reason
+    assert "implausible text" in rej[0].reason

@@ -1,0 +1,187 @@
+"""The world's descriptive files: the inventory and reference CSVs written first, and
+world.json written last (it carries the run's summary)."""
+
+import csv
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from gpuledger.simulate.config import SimConfig
+from gpuledger.simulate.openmetrics import Irregularities, scrape_offsets
+from gpuledger.simulate.outputs import open_output
+from gpuledger.simulate.planted import PODS_READY_TIMEOUT, REQUEUE_BACKOFF, Plantings
+from gpuledger.simulate.timefmt import iso_utc, iso_z
+from gpuledger.simulate.world import (
+    ACCOUNT_PARENTS,
+    COHORT,
+    GPU_MODEL_NAMES,
+    KUEUE_FLAVORS,
+    NAMESPACES,
+    World,
+)
+
+GENERATOR = "gpuledger.simulate/1"
+
+
+def write_static_files(world: World, out_dir: Path) -> None:
+    with open_output(out_dir / "nodes.csv", compress=False) as fh:
+        out = csv.writer(fh, lineterminator="\n")
+        out.writerow(("node", "pool", "gpu_model", "gpu_count", "gpu_index", "gpu_uuid",
+                      "slurm_partition"))
+        for n in world.nodes:
+            for i, uuid in enumerate(n.gpu_uuids):
+                out.writerow((n.name, n.pool, n.gpu_model, n.gpu_count, i, uuid,
+                              n.slurm_partition))
+    with open_output(out_dir / "identity_map.csv", compress=False) as fh:
+        out = csv.writer(fh, lineterminator="\n")
+        out.writerow(("source_kind", "key", "person", "team", "cost_centre", "valid_from",
+                      "valid_to"))
+        for r in world.identity_rows:
+            out.writerow((r.source_kind, r.key, r.person, r.team, r.cost_centre,
+                          r.valid_from.isoformat() if r.valid_from else "",
+                          r.valid_to.isoformat() if r.valid_to else ""))
+    with open_output(out_dir / "accounts.csv", compress=False) as fh:
+        out = csv.writer(fh, lineterminator="\n")
+        out.writerow(("account", "parent"))
+        for account, parent in ACCOUNT_PARENTS.items():
+            out.writerow((account, parent))
+    with open_output(out_dir / "rate_card.csv", compress=False) as fh:
+        out = csv.writer(fh, lineterminator="\n")
+        out.writerow(("gpu_model", "domain", "qos", "valid_from", "valid_to",
+                      "rate_per_gpu_hour", "currency"))
+        for r in world.rate_rows:
+            out.writerow((r.gpu_model, r.domain, r.qos,
+                          r.valid_from.isoformat() if r.valid_from else "",
+                          r.valid_to.isoformat() if r.valid_to else "", r.rate, r.currency))
+
+
+def command_line(cfg: SimConfig, out: str) -> str:
+    parts = [f"gpuledger simulate --seed {cfg.seed} --days {cfg.days} --out {out}",
+             f"--start {cfg.start.isoformat()}", f"--nodes {cfg.nodes.describe()}",
+             f"--step {cfg.step_seconds}"]
+    if not cfg.metrics:
+        parts.append("--no-metrics")
+    if cfg.gzip_all:
+        parts.append("--gzip")
+    elif cfg.gzip_metrics:
+        parts.append("--gzip-metrics")
+    if cfg.dcgm_label_style != "drift":
+        parts.append(f"--dcgm-label-style {cfg.dcgm_label_style}")
+    if not cfg.irregularities:
+        parts.append("--no-irregularities")
+    if cfg.load != SimConfig.load:
+        parts.append(f"--load {cfg.load}")
+    return " ".join(parts)
+
+
+def write_world_json(world: World, irr: Irregularities, plantings: Plantings,
+                     summary: dict[str, object], out_dir: Path) -> None:
+    """world.json: the config, window, inventory, queues, planted faults and decoys,
+    conventions, the commands the dumps stand for, and the run's summary."""
+    cfg = world.config
+    w0, w1 = cfg.window_start, cfg.window_end
+    pools: dict[str, dict[str, object]] = {}
+    for pool in ("slurm", "kubernetes", "shared"):
+        members = [n for n in world.nodes if n.pool == pool]
+        models: dict[str, int] = {}
+        for n in members:
+            models[n.gpu_model] = models.get(n.gpu_model, 0) + n.gpu_count
+        pools[pool] = {"nodes": len(members), "gpus": sum(n.gpu_count for n in members),
+                       "gpu_models": models}
+    late = plantings.late_cordons
+    doc = {
+        "generator": GENERATOR,
+        "command": command_line(cfg, "DIR"),
+        "seed": cfg.seed,
+        "config": {
+            "seed": cfg.seed, "days": cfg.days, "start": cfg.start.isoformat(),
+            "nodes": asdict(cfg.nodes), "step_seconds": cfg.step_seconds,
+            "metrics": cfg.metrics, "gzip_metrics": cfg.gzip_om, "gzip_all": cfg.gzip_all,
+            "dcgm_label_style": cfg.dcgm_label_style, "irregularities": cfg.irregularities,
+            "load": cfg.load,
+        },
+        "cluster": cfg.cluster,
+        "window": {"start": iso_z(w0), "end": iso_z(w1)},
+        "sacct_timezone": cfg.sacct_timezone,
+        "nodes": pools,
+        "gpu_models": GPU_MODEL_NAMES,
+        "slurm": {
+            "partitions": {"gpu": "gpu-hpc-* (A100 x8 and H100 x4)",
+                           "shared": "gpu-shr-* while Slurm owns them",
+                           "cpu": "CPU components of heterogeneous jobs"},
+            "accounts": {k: v or "root" for k, v in ACCOUNT_PARENTS.items()},
+            "qos": ["normal", "high", "gpu-long"],
+            "hpc_job_label": "dcgm-exporter's hpc_job label carries JobIDRaw",
+            "bridge_user": "slurm (uid 64030), account kubernetes",
+        },
+        "shared_nodes": {
+            "kubernetes": "Monday-Friday 08:00-20:00 UTC",
+            "slurm": "all other times",
+            "kube_node_spec_unschedulable": "1 while lent to Slurm",
+            "slurm_state_while_lent_to_kubernetes": "DRAIN (sreport Down)",
+        },
+        "kueue": {
+            "api_version": "kueue.x-k8s.io/v1beta1",
+            "cohort": COHORT,
+            "flavors": KUEUE_FLAVORS,
+            "cluster_queues": {cq.name: cq.nominal for cq in world.cluster_queues},
+            "local_queues": {f"{ns.name}/{ns.local_queue}": ns.cluster_queue
+                             for ns in NAMESPACES},
+            "wait_for_pods_ready_timeout_seconds": PODS_READY_TIMEOUT,
+            "requeue_backoff_base_seconds": REQUEUE_BACKOFF,
+        },
+        "scrape": {"step_seconds": cfg.step_seconds,
+                   "offsets_seconds": dict(zip(
+                       ("dcgm", "kube_state_metrics", "kueue"),
+                       (0, *scrape_offsets(cfg.step_seconds)), strict=True))},
+        "identity_change_day": world.identity_change_day.isoformat()
+        if world.identity_change_day else None,
+        "irregularities": {
+            "exporter_outages": [{"node": n, "start": iso_utc(a), "end": iso_utc(b)}
+                                 for n, a, b in irr.exporter_outages],
+            "kueue_restart": None if irr.kueue_restart is None else {
+                "start": iso_utc(irr.kueue_restart[0]), "end": iso_utc(irr.kueue_restart[1]),
+                "effect": "no Kueue samples in between; counters and histograms restart from "
+                          "zero and reappear only when incremented"},
+            "dcgm_label_drift": None if irr.label_drift_from is None else {
+                "nodes": list(irr.label_drift_nodes), "from": iso_utc(irr.label_drift_from),
+                "labels": "exported_pod/exported_namespace/exported_container; pod, namespace "
+                          "and container then name the dcgm-exporter pod"},
+            "dcgm_exported_labels_everywhere": irr.exported_everywhere,
+            "late_cordons": [{"node": n, "planned": iso_utc(p), "actual": iso_utc(a)}
+                             for n, p, a in late],
+        },
+        "decoys": plantings.decoys,
+        "planted_skipped": plantings.skipped,
+        "conventions": {
+            "times": "UTC, half-open [start, end); truth uses naive ISO UTC",
+            "slurm_source_key": "sacct JobID of the allocation row (requeued runs share it)",
+            "kubernetes_source_key": "namespace/pod",
+            "kubernetes_charged_interval": "pod phase Running: [running, finished)",
+            "allocations_identity": "resolved on the allocation's first charged day",
+            "allocations_end": "clipped to the window end for allocations still running",
+            "busy_seconds": "sum over DCGM samples of GR_ENGINE_ACTIVE x step; physical truth, "
+                            "also during the exporter outage; GPU-days with 0 are omitted",
+            "double_scheduled_dcgm": "a GPU held by both schedulers has one series per holder "
+                                     "with the same value",
+            "sacct_pending_and_cancelled": "jobs cancelled while pending are included (real "
+                                           "sacct shows them only with -s CA or -j)",
+        },
+        "commands": {
+            "sacct_unitsep_epoch": "TZ=UTC SLURM_TIME_FORMAT=%s sacct --allusers --duplicates "
+                                   "--parsable2 --noconvert --delimiter=$'\\x1f' "
+                                   f"--starttime={iso_utc(w0)} --endtime={iso_utc(w1)} "
+                                   "--format=<SACCT_FIELDS>",
+            "sacct_P": f"TZ={cfg.sacct_timezone} sacct --allusers --duplicates --parsable2 "
+                       "--noconvert --starttime=... --endtime=... "
+                       "--format=JobID,JobIDRaw,JobName,...",
+            "sreport_utilization": "TZ=UTC sreport -P -t seconds -T gres/gpu cluster "
+                                   f"utilization start={iso_utc(w0)} end={iso_utc(w1)}",
+            "sreport_account_by_user": "TZ=UTC sreport -P -t seconds -T gres/gpu cluster "
+                                       f"AccountUtilizationByUser start={iso_utc(w0)} "
+                                       f"end={iso_utc(w1)}",
+        },
+        "summary": {k: v for k, v in summary.items() if k != "out_dir"},
+    }
+    with open_output(out_dir / "world.json", compress=False) as fh:
+        fh.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
