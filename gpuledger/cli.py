@@ -67,13 +67,18 @@ def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
         ("accounts", service.import_accounts, (world_dir / "accounts.csv",)),
         ("rate card", service.import_rate_card, (world_dir / "rate_card.csv",)),
         ("workloads", service.import_workloads, (world_dir / "kueue" / "workloads.json",)),
-        ("sacct lines", service.import_sacct_lines,
-         (world_dir / "sacct" / "sacct-unitsep-epoch.txt",)),
     ]
+    sacct = world_dir / "sacct" / "sacct-unitsep-epoch.txt"
+    total = len(steps) + (1 if sacct.exists() else 0)
     with connect(settings.db) as con:
         for number, (label, load, load_args) in enumerate(steps, start=1):
-            print(f"[{number}/{len(steps)}] loading {label}", file=sys.stderr)
+            print(f"[{number}/{total}] loading {label}", file=sys.stderr)
             _report(load(con, *load_args))
+        if sacct.exists():
+            print(f"[{total}/{total}] loading sacct", file=sys.stderr)
+            end = _parse_time(str(world["window"]["end"])) if "window" in world else None
+            result = slurm_ingest.import_sacct_file(con, sacct, observed_until=end)
+            print(result.summary(), file=sys.stderr)
         publish_snapshot(con, settings.db)
     return EXIT_OK
 

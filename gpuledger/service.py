@@ -17,7 +17,7 @@ import polars as pl
 from connectors.errors import Reject, SourceError, rejects_frame
 from connectors.kubernetes.workload_snapshot import read_workload_snapshot
 from connectors.reference_files import read_accounts, read_identity_map, read_nodes, read_rate_card
-from connectors.textfiles import file_digest, open_text
+from connectors.textfiles import file_digest
 from models import schema
 from models.runner import read_snapshot, record_ingest, replace_rows
 
@@ -131,32 +131,6 @@ def import_workloads(con: duckdb.DuckDBPyConnection, path: Path) -> LoadResult:
     record_ingest(con, source="kueue_workloads", partition_key=str(path), window_start=None,
                   window_end=None, rows_loaded=frame.height, rows_rejected=len(rejects))
     return LoadResult("kueue_workloads", frame.height, tuple(rejects))
-
-
-def import_sacct_lines(con: duckdb.DuckDBPyConnection, path: Path) -> LoadResult:
-    """Keep the raw lines of a sacct dump (with their line numbers) as evidence."""
-    lines: list[tuple[int, str, str]] = []
-    try:
-        with open_text(path) as fh:
-            for line_no, line in enumerate(fh, start=1):
-                text = line.rstrip("\n").rstrip("\r")
-                if not text or (line_no == 1 and text.startswith("JobID")):
-                    continue  # blank lines and the header carry no job
-                job_id = text.split("\x1f" if "\x1f" in text else "|", 1)[0]
-                lines.append((line_no, job_id, text))
-    except FileNotFoundError as exc:
-        msg = f"expected a sacct dump at {path}, found none"
-        raise SourceError(msg) from exc
-    frame = pl.DataFrame(
-        lines, schema={"line_no": pl.Int64, "job_id": pl.String, "line": pl.String},
-        orient="row",
-    ).with_columns(pl.lit(str(path)).alias("source_file"))
-    replace_rows(con, schema.SACCT_LINES_RAW, frame, where="source_file = ?",
-                 params=(str(path),))
-    _register_file(con, "sacct_dump", path, frame.height)
-    record_ingest(con, source="sacct_lines", partition_key=str(path), window_start=None,
-                  window_end=None, rows_loaded=frame.height)
-    return LoadResult("sacct_lines", frame.height)
 
 
 def read_world(world_dir: Path) -> dict[str, object]:

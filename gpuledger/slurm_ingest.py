@@ -6,7 +6,7 @@ otherwise changes nothing. A run still going is charged up to ``observed_until``
 backwards when an older window is re-ingested.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -156,6 +156,19 @@ def daily_windows(start: datetime, end: datetime) -> list[tuple[datetime, dateti
         windows.append((cursor, min(midnight, end)))
         cursor = min(midnight, end)
     return windows
+
+
+def within_window(parsed: SacctParse, start: datetime, end: datetime) -> SacctParse:
+    """Keep what ``sacct -S start -E end`` would report: runs that held resources in the window
+    (or were still going), and their steps. Used when a dump stands in for the live command."""
+    start, end = _utc_naive(start), _utc_naive(end)
+    runs = parsed.runs.filter(
+        pl.col("start").is_not_null()
+        & (pl.col("start") < end)
+        & (pl.col("end").is_null() | (pl.col("end") > start))
+    )
+    steps = parsed.steps.filter(pl.col("run_key").is_in(runs["run_key"].implode()))
+    return replace(parsed, runs=runs, steps=steps)
 
 
 def sacct_window(start: datetime, end: datetime, lookback: timedelta) -> tuple[str, str]:

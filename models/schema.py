@@ -125,18 +125,6 @@ KUEUE_WORKLOADS_RAW = Table(
     doc="Kueue Workload objects as loaded from a snapshot, one row per workload.",
 )
 
-SACCT_LINES_RAW = Table(
-    "sacct_lines_raw",
-    (
-        ("source_file", "VARCHAR"),
-        ("line_no", "BIGINT"),
-        ("job_id", "VARCHAR"),
-        ("line", "VARCHAR"),
-    ),
-    key=("source_file", "line_no"),
-    doc="The sacct dump lines as read, kept so every parsed run can be traced to its line.",
-)
-
 REJECTS = Table(
     "rejects",
     (
@@ -315,7 +303,6 @@ ALL_TABLES: tuple[Table, ...] = (
     SLURM_ACCOUNTS,
     RATE_CARD,
     KUEUE_WORKLOADS_RAW,
-    SACCT_LINES_RAW,
 )
 
 

@@ -11,16 +11,23 @@ import dagster as dg
 
 from pipelines.definitions import defs as load_defs
 
+# Assets that read everything else: run after every partition.
+PUBLISH_LAST = ("published_ledger",)
+
 
 def materialize_all(partition_keys: list[str] | None = None) -> bool:
     definitions = load_defs()
     graph = definitions.resolve_asset_graph()
     instance = dg.DagsterInstance.get()
     everything = [*definitions.assets, *(definitions.asset_checks or [])]
+    last = {dg.AssetKey(k) for k in PUBLISH_LAST}
     unpartitioned = [
-        key for key in graph.get_all_asset_keys() if graph.get(key).partitions_def is None
+        key for key in graph.get_all_asset_keys()
+        if graph.get(key).partitions_def is None and key not in last
     ]
-    partitioned = [k for k in graph.get_all_asset_keys() if k not in set(unpartitioned)]
+    partitioned = [
+        k for k in graph.get_all_asset_keys() if k not in set(unpartitioned) and k not in last
+    ]
     ok = True
     print(f"materializing {len(unpartitioned)} unpartitioned assets", file=sys.stderr)
     result = dg.materialize(
@@ -44,7 +51,10 @@ def materialize_all(partition_keys: list[str] | None = None) -> bool:
             raise_on_error=False,
         )
         ok &= result.success
-    return ok
+    print("publishing the read-only snapshot", file=sys.stderr)
+    result = dg.materialize(everything, instance=instance, resources=definitions.resources,
+                            selection=dg.AssetSelection.assets(*last), raise_on_error=False)
+    return ok and result.success
 
 
 def main() -> int:

@@ -30,11 +30,8 @@ JOBID_RE = rf"^\d+(?:_\d+|_\[[^\]\s]+\]|\+\d+)?(?:\.{_STEP})?$"
 JOBID_EXPECTED = "expected 123, 123_4, 123_[5-9%2], 123+0 with an optional .step (.batch, .0, …)"
 JOBIDRAW_EXPECTED = "expected 123 or 123.step with the same step part as JobID"
 
-#: Columns of :func:`jobid_frame`.
-JOBID_COLUMNS = (
-    "job_id", "step_id", "job_id_raw", "array_job_id", "array_task_id", "array_task_range",
-    "het_job_id", "het_offset", "is_step", "_bad_JobID", "_bad_JobIDRaw",
-)  # fmt: skip
+#: Columns of :func:`jobid_frame` (plus :func:`array_het_columns`'s with ``array_het=True``).
+JOBID_COLUMNS = ("job_id", "step_id", "job_id_raw", "is_step", "_bad_JobID", "_bad_JobIDRaw")
 
 
 def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "JobIDRaw", *,
@@ -64,19 +61,41 @@ def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "J
         .alias("_raw_step"),
         "_jok",
     )
-    has_sub = array_het and bool(frame.select(pl.col(job_id).str.contains(r"[_+]").any()).item())
-    if has_sub:
-        parent = pl.col("job_id")
-        us = parent.str.find("_", literal=True)
-        plus = parent.str.find("+", literal=True)
-        s3 = s2.with_columns(us.alias("_us"), plus.alias("_plus"))
-        cut = pl.coalesce("_us", "_plus")
-        base = pl.col("job_id").str.slice(0, cut).str.to_integer(strict=False)
-        tail = pl.col("job_id").str.slice(cut + 1)
-        is_arr = pl.col("_us").is_not_null()
-        is_het = pl.col("_plus").is_not_null()
-        is_range = is_arr & tail.str.starts_with("[")
-        s3 = s3.with_columns(
+    s3 = s2
+    same_step = pl.col("step_id").eq_missing(pl.col("_raw_step"))
+    out = s3.select(
+        "job_id", "step_id", "job_id_raw",
+        pl.col("step_id").is_not_null().alias("is_step"),
+        (~pl.col("_jok")).alias("_bad_JobID"),
+        # a JobIDRaw is valid when its id part is a number and its step part is JobID's
+        (pl.col("job_id_raw").is_null() | (pl.col("_jok") & ~same_step)).alias("_bad_JobIDRaw"),
+    ).collect()  # fmt: skip
+    return array_het_columns(out) if array_het else out
+
+
+def array_het_columns(frame: pl.DataFrame, job_id: str = "job_id") -> pl.DataFrame:
+    """Add ``array_job_id``, ``array_task_id``, ``array_task_range``, ``het_job_id`` and
+    ``het_offset`` from a column of (valid, step-less) JobID texts."""
+    if not bool(frame.select(pl.col(job_id).str.contains(r"[_+]").any()).item()):
+        return frame.with_columns(
+            pl.lit(None, dtype=pl.Int64).alias("array_job_id"),
+            pl.lit(None, dtype=pl.Int64).alias("array_task_id"),
+            pl.lit(None, dtype=pl.String).alias("array_task_range"),
+            pl.lit(None, dtype=pl.Int64).alias("het_job_id"),
+            pl.lit(None, dtype=pl.Int64).alias("het_offset"),
+        )
+    parent = pl.col(job_id)
+    cut = pl.coalesce("_us", "_plus")
+    base = parent.str.slice(0, cut).str.to_integer(strict=False)
+    tail = parent.str.slice(cut + 1)
+    is_arr = pl.col("_us").is_not_null()
+    is_het = pl.col("_plus").is_not_null()
+    is_range = is_arr & tail.str.starts_with("[")
+    return (
+        frame.lazy()
+        .with_columns(parent.str.find("_", literal=True).alias("_us"),
+                      parent.str.find("+", literal=True).alias("_plus"))
+        .with_columns(
             pl.when(is_arr).then(base).alias("array_job_id"),
             pl.when(is_arr & ~is_range).then(tail.str.to_integer(strict=False))
             .alias("array_task_id"),
@@ -84,21 +103,7 @@ def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "J
             .alias("array_task_range"),
             pl.when(is_het).then(base).alias("het_job_id"),
             pl.when(is_het).then(tail.str.to_integer(strict=False)).alias("het_offset"),
-        )  # fmt: skip
-    else:
-        s3 = s2.with_columns(
-            pl.lit(None, dtype=pl.Int64).alias("array_job_id"),
-            pl.lit(None, dtype=pl.Int64).alias("array_task_id"),
-            pl.lit(None, dtype=pl.String).alias("array_task_range"),
-            pl.lit(None, dtype=pl.Int64).alias("het_job_id"),
-            pl.lit(None, dtype=pl.Int64).alias("het_offset"),
         )
-    same_step = pl.col("step_id").eq_missing(pl.col("_raw_step"))
-    return s3.select(
-        "job_id", "step_id", "job_id_raw", "array_job_id", "array_task_id", "array_task_range",
-        "het_job_id", "het_offset",
-        pl.col("step_id").is_not_null().alias("is_step"),
-        (~pl.col("_jok")).alias("_bad_JobID"),
-        # a JobIDRaw is valid when its id part is a number and its step part is JobID's
-        (pl.col("job_id_raw").is_null() | (pl.col("_jok") & ~same_step)).alias("_bad_JobIDRaw"),
-    ).collect()  # fmt: skip
+        .drop("_us", "_plus")
+        .collect()
+    )  # fmt: skip

@@ -69,7 +69,12 @@ from connectors.errors import Reject, SourceError
 from connectors.slurm.fields import FREE_TEXT_FIELDS as CONTRACT_FREE_TEXT_FIELDS
 from connectors.slurm.fields import UNIT_SEPARATOR
 from connectors.slurm.hostlist import expand_hostlist_column
-from connectors.slurm.jobid import JOBID_EXPECTED, JOBIDRAW_EXPECTED, jobid_frame
+from connectors.slurm.jobid import (
+    JOBID_EXPECTED,
+    JOBIDRAW_EXPECTED,
+    array_het_columns,
+    jobid_frame,
+)
 from connectors.slurm.records import (
     NODE_ALLOCATIONS_SCHEMA,
     RUNS_SCHEMA,
@@ -78,15 +83,13 @@ from connectors.slurm.records import (
 from connectors.slurm.states import EXIT_EXPECTED, STATE_EXPECTED, exit_exprs, state_exprs
 from connectors.slurm.timefmt import (
     DURATION_EXPECTED,
-    DURATION_NULL_TOKENS,
-    DURATION_RE,
     TIME_EXPECTED,
     check_timezone,
     duration_exprs,
     raw_seconds_exprs,
     time_frame,
 )
-from connectors.slurm.tres import TRES_EXPECTED, TRES_VALID_RE, tres_exprs
+from connectors.slurm.tres import TRES_EXPECTED, tres_exprs
 
 SOURCE = "sacct"
 
@@ -285,7 +288,7 @@ def _lookup(values: pl.Series, build: Callable[[pl.DataFrame], pl.DataFrame]) ->
     )  # fmt: skip
 
 
-def _typed(raw: pl.DataFrame, present: set[str], timezone: str, *, for_steps: bool = False
+def _typed(raw: pl.DataFrame, present: set[str], timezone: str
            ) -> tuple[pl.DataFrame, list[_Check]]:  # fmt: skip
     """Typed columns, ``_bad_<Field>`` flags, and ambiguity columns, for a frame of raw texts.
 
@@ -294,10 +297,9 @@ def _typed(raw: pl.DataFrame, present: set[str], timezone: str, *, for_steps: bo
 
     Low-cardinality fields (TRES, State, exit codes, node lists) are parsed once per distinct
     value; ``Elapsed``/``Timelimit`` texts are not read when their ``…Raw`` twin is present.
-    ``for_steps``: the rows are steps; fields a step row does not output (array/het parts,
-    ReqTRES, DerivedExitCode, Timelimit) are only validated, not parsed.
+    Array/het parts are added later, to allocation rows only.
     """
-    ids = jobid_frame(raw, array_het=not for_steps)
+    ids = jobid_frame(raw, array_het=False)
     times = time_frame(raw, list(TIME_FIELDS), timezone)
 
     def k_state(f: pl.DataFrame) -> pl.DataFrame:
@@ -338,25 +340,11 @@ def _typed(raw: pl.DataFrame, present: set[str], timezone: str, *, for_steps: bo
         _lookup(raw["State"], k_state),
         _lookup(raw["ExitCode"], k_exit("", "ExitCode")),
         _lookup(raw["AllocTRES"], k_tres("alloc", "AllocTRES")),
+        _lookup(raw["DerivedExitCode"], k_exit("derived_", "DerivedExitCode")),
+        _lookup(raw["ReqTRES"], k_tres("req", "ReqTRES")),
     ]
-    checks_only: list[pl.Expr] = []
-    if for_steps:
-        checks_only += [
-            matches("DerivedExitCode", r"^(?:\d+:\d+)?$").alias("_bad_DerivedExitCode"),
-            matches("ReqTRES", TRES_VALID_RE).alias("_bad_ReqTRES"),
-        ]
-        if not has_tl_raw:
-            checks_only.append(
-                (matches("Timelimit", DURATION_RE) & ~pl.col("Timelimit").is_in(
-                    list(DURATION_NULL_TOKENS))).alias("_bad_Timelimit")
-            )  # fmt: skip
-    else:
-        parts += [
-            _lookup(raw["DerivedExitCode"], k_exit("derived_", "DerivedExitCode")),
-            _lookup(raw["ReqTRES"], k_tres("req", "ReqTRES")),
-        ]
-        if not has_tl_raw:
-            parts.append(_lookup(raw["Timelimit"], k_duration("timelimit_s", "Timelimit")))
+    if not has_tl_raw:
+        parts.append(_lookup(raw["Timelimit"], k_duration("timelimit_s", "Timelimit")))
     if not has_el_raw:
         parts.append(_lookup(raw["Elapsed"], k_duration("elapsed_s", "Elapsed")))
     nodes, nodes_err = expand_hostlist_column(raw["NodeList"])
@@ -404,7 +392,6 @@ def _typed(raw: pl.DataFrame, present: set[str], timezone: str, *, for_steps: bo
         matches("Flags", r"^[A-Za-z_,]*$").alias("_bad_Flags"),
         pl.col("WCKey").alias("wckey"),
         pl.col("AdminComment").alias("admin_comment"),
-        *checks_only,
     ).collect()
     out = pl.concat([direct, ids, times, *parts], how="horizontal").with_columns(
         nodes.alias("nodes"),
@@ -845,7 +832,7 @@ def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str]
     runs = lf.filter(~pl.col("is_step")).select(
         [c for c in RUNS_SCHEMA if c in typed.columns]
     ).with_columns(_RUN_KEY.alias("run_key")).collect()  # fmt: skip
-    runs = runs.with_columns(_bridge_pods(runs["admin_comment"]))
+    runs = array_het_columns(runs).with_columns(_bridge_pods(runs["admin_comment"]))
     steps = lf.filter(pl.col("is_step")).select(
         *(c for c in _STEP_SOURCE_COLUMNS if c in typed.columns), "_anchor"
     ).collect()  # fmt: skip

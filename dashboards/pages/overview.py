@@ -16,7 +16,7 @@ totals = data.query(
     "SELECT (SELECT count(*) FROM nodes) AS gpus, "
     "(SELECT count(DISTINCT node) FROM nodes) AS nodes, "
     "(SELECT count(*) FROM kueue_workloads_raw) AS workloads, "
-    "(SELECT count(DISTINCT job_id) FROM sacct_lines_raw) AS sacct_ids, "
+    "(SELECT count(*) FROM slurm_runs) AS slurm_runs, "
     "(SELECT count(DISTINCT person) FROM identity_map WHERE person <> '') AS people"
 ).row(0, named=True)
 
@@ -25,7 +25,7 @@ cols[0].metric("GPUs", f"{totals['gpus']:,}")
 cols[1].metric("Nodes", f"{totals['nodes']:,}")
 cols[2].metric("People in the identity map", f"{totals['people']:,}")
 cols[3].metric("Kueue workloads", f"{totals['workloads']:,}")
-cols[4].metric("sacct job/step ids", f"{totals['sacct_ids']:,}")
+cols[4].metric("Slurm runs", f"{totals['slurm_runs']:,}")
 
 st.subheader("GPUs by pool and model")
 st.dataframe(gpus, hide_index=True, width="stretch")

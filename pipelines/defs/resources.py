@@ -8,6 +8,7 @@ import duckdb
 from dagster_duckdb import DuckDBResource
 
 from models.runner import ensure_schema, publish_snapshot
+from pipelines.defs.slurm.resources import slurm_source_from_environment
 
 
 class LedgerResource(DuckDBResource):
@@ -35,13 +36,13 @@ class WorldFilesResource(dg.ConfigurableResource):
 
 @dg.definitions
 def resources() -> dg.Definitions:
+    world_root = os.environ.get("GPULEDGER_SAMPLE_DATA", "sample_data")
     return dg.Definitions(
         resources={
             "ledger": LedgerResource(
                 database=os.environ.get("GPULEDGER_DB", "data/gpuledger.duckdb")
             ),
-            "world": WorldFilesResource(
-                root=os.environ.get("GPULEDGER_SAMPLE_DATA", "sample_data")
-            ),
+            "world": WorldFilesResource(root=world_root),
+            "slurm": slurm_source_from_environment(world_root),
         }
     )

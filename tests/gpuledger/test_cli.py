@@ -13,6 +13,7 @@ def test_load_world_then_sql_answers_csv(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["--db", str(db), "load-world", str(TINY_WORLD)]) == 0
     err = capsys.readouterr().err
     assert "[1/6] loading nodes" in err
+    assert "sacct: 59 lines read: 18 runs, 41 steps" in err
     assert "identity_map: 4 rows loaded, 0 rejected" in err
     assert main(["--db", str(db), "sql",
                  "SELECT pool, count(*) AS gpus FROM nodes GROUP BY pool ORDER BY pool"]) == 0

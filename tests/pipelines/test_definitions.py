@@ -8,7 +8,7 @@ def test_definitions_load():
     dg.Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
     assert {"gpu_inventory", "identity_map", "slurm_accounts", "rate_card",
-            "kueue_workload_snapshot", "sacct_dump_lines", "published_ledger"} <= keys
+            "kueue_workload_snapshot", "slurm_jobs", "sreport_gpu", "published_ledger"} <= keys
     check_names = {
         key.name for c in (defs.asset_checks or []) for key in c.check_keys
     }

@@ -75,7 +75,7 @@ def test_failing_sacct_writes_nothing(real_slurm, tmp_path: Path):
     runner = CommandRunner.from_prefix("env SLURM_CONF=/nonexistent/slurm.conf sh -c", retries=1,
                                        timeout_s=5, backoff_s=0.1)
     with connect(db) as con:
-        with pytest.raises(SourceError, match="sacct.*(timed out after 5 s|exited with)"):
+        with pytest.raises(SourceError, match=r"sacct.*(timed out after 5 s|exited with)"):
             slurm_ingest.ingest_slurm_window(con, runner, real_slurm.report_start,
                                              real_slurm.report_end)
         assert con.execute("SELECT count(*) FROM slurm_runs").fetchone() == (0,)

@@ -1,13 +1,65 @@
 import dagster as dg
 
-from gpuledger import service
-from pipelines.defs.resources import LedgerResource, WorldFilesResource
+from pipelines.defs.partitions import daily_partitions
+from pipelines.defs.resources import LedgerResource
+from pipelines.defs.slurm.checks import (
+    DURATIONS_CHECK,
+    GPU_FIELD_CHECK,
+    UNIQUE_RUNS_CHECK,
+    durations_are_possible,
+    gpu_field_parsed,
+    no_duplicate_runs,
+)
+from pipelines.defs.slurm.resources import SlurmSourceResource
 
 
-@dg.asset(group_name="slurm", kinds={"duckdb", "text"},
-          description="The sacct dump's lines as read, kept as evidence for every parsed run.")
-def sacct_dump_lines(ledger: LedgerResource, world: WorldFilesResource) -> dg.MaterializeResult:
-    path = world.path("sacct", "sacct-unitsep-epoch.txt")
+@dg.asset(
+    partitions_def=daily_partitions,
+    group_name="slurm",
+    kinds={"duckdb", "slurm"},
+    description="Slurm runs, steps and per-node GPU allocations from sacct for one UTC day "
+    "(with a trailing lookback that re-pulls jobs still running or changed later).",
+    check_specs=[
+        dg.AssetCheckSpec(UNIQUE_RUNS_CHECK, asset="slurm_jobs"),
+        dg.AssetCheckSpec(DURATIONS_CHECK, asset="slurm_jobs"),
+        dg.AssetCheckSpec(GPU_FIELD_CHECK, asset="slurm_jobs"),
+    ],
+)
+def slurm_jobs(
+    context: dg.AssetExecutionContext, ledger: LedgerResource, slurm: SlurmSourceResource
+) -> dg.MaterializeResult:
+    window = context.partition_time_window
+    start = window.start.replace(tzinfo=None)
+    end = window.end.replace(tzinfo=None)
     with ledger.ledger() as con:
-        result = service.import_sacct_lines(con, path)
-    return dg.MaterializeResult(metadata={"rows": result.rows, "source_file": str(path)})
+        load = slurm.load_window(con, start, end)
+        checks = [no_duplicate_runs(con), durations_are_possible(con), gpu_field_parsed(con)]
+    return dg.MaterializeResult(
+        metadata={
+            "lines_read": load.lines_read,
+            "runs": load.runs,
+            "steps": load.steps,
+            "node_allocations": load.node_allocations,
+            "rejected": len(load.rejects),
+            "window": f"{start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC",
+        },
+        check_results=checks,
+    )
+
+
+@dg.asset(
+    partitions_def=daily_partitions,
+    group_name="slurm",
+    kinds={"duckdb", "slurm"},
+    description="sreport -T gres/gpu cluster utilization and AccountUtilizationByUser "
+    "for the day (live mode) or as exported (dump mode).",
+)
+def sreport_gpu(
+    context: dg.AssetExecutionContext, ledger: LedgerResource, slurm: SlurmSourceResource
+) -> dg.MaterializeResult:
+    window = context.partition_time_window
+    with ledger.ledger() as con:
+        util, accounts = slurm.load_sreport(
+            con, window.start.replace(tzinfo=None), window.end.replace(tzinfo=None)
+        )
+    return dg.MaterializeResult(metadata={"utilization_rows": util, "account_rows": accounts})

@@ -1,0 +1,81 @@
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+
+from connectors.slurm.commands import CommandRunner
+from connectors.slurm.parse import parse_sacct
+from gpuledger import slurm_ingest
+
+
+class SlurmSourceResource(dg.ConfigurableResource):
+    """Where Slurm accounting comes from: live ``sacct``/``sreport`` (``mode="sacct"``, optionally
+    through a prefix such as ``ssh login``) or exported dump files (``mode="dump"``)."""
+
+    mode: str = "dump"
+    sacct_prefix: str = ""
+    timeout_s: float = 300.0
+    lookback_hours: float = 48.0
+    dump_path: str = ""
+    dump_timezone: str = "UTC"
+    dump_as_of: str = ""
+    sreport_utilization_path: str = ""
+    sreport_accounts_path: str = ""
+
+    def _as_of(self) -> datetime | None:
+        if not self.dump_as_of:
+            return None
+        return datetime.fromisoformat(self.dump_as_of.replace("Z", "+00:00")).astimezone(
+            UTC).replace(tzinfo=None)
+
+    def load_window(self, con: duckdb.DuckDBPyConnection, start: datetime,
+                    end: datetime) -> slurm_ingest.SlurmLoad:
+        lookback = timedelta(hours=self.lookback_hours)
+        if self.mode == "sacct":
+            runner = CommandRunner.from_prefix(self.sacct_prefix, timeout_s=self.timeout_s)
+            return slurm_ingest.ingest_slurm_window(con, runner, start, end, lookback=lookback)
+        if self.mode != "dump":
+            msg = f"expected slurm source mode 'sacct' or 'dump', found {self.mode!r}"
+            raise ValueError(msg)
+        parsed = parse_sacct(Path(self.dump_path), timezone=self.dump_timezone,
+                             source_file=self.dump_path)
+        window = slurm_ingest.within_window(parsed, start - lookback, end)
+        as_of = self._as_of()
+        seen = min(end, as_of) if as_of else end
+        return slurm_ingest.store_sacct(
+            con, window, source_file=self.dump_path, observed_until=seen,
+            partition_key=f"{start:%Y-%m-%d}", window=(start, end),
+        )
+
+    def load_sreport(self, con: duckdb.DuckDBPyConnection, start: datetime,
+                     end: datetime) -> tuple[int, int]:
+        if self.mode == "sacct":
+            runner = CommandRunner.from_prefix(self.sacct_prefix, timeout_s=self.timeout_s)
+            return slurm_ingest.ingest_sreport(con, runner, start, end)
+        util = Path(self.sreport_utilization_path)
+        accounts = Path(self.sreport_accounts_path)
+        return slurm_ingest.store_sreport(
+            con, util.read_text(encoding="utf-8"), accounts.read_text(encoding="utf-8"),
+            source=str(util.parent),
+        )
+
+
+def slurm_source_from_environment(world_root: str) -> SlurmSourceResource:
+    """Dump mode on the sample world unless ``GPULEDGER_SLURM_MODE=sacct``."""
+    root = Path(world_root)
+    as_of = os.environ.get("GPULEDGER_SLURM_DUMP_AS_OF", "")
+    world_file = root / "world.json"
+    if not as_of and world_file.is_file():
+        # a simulated world's dump was taken at the end of its window
+        as_of = str(json.loads(world_file.read_text(encoding="utf-8"))["window"]["end"])
+    return SlurmSourceResource(
+        mode=os.environ.get("GPULEDGER_SLURM_MODE", "dump"),
+        sacct_prefix=os.environ.get("GPULEDGER_SACCT_PREFIX", ""),
+        dump_path=str(root / "sacct" / "sacct-unitsep-epoch.txt"),
+        dump_as_of=as_of,
+        sreport_utilization_path=str(root / "sreport" / "cluster-utilization.txt"),
+        sreport_accounts_path=str(root / "sreport" / "account-utilization-by-user.txt"),
+    )
