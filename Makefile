@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: $(STAMP)
 	@mkdir -p $(DAGSTER_HOME) data
-	$(PY) -m pipelines.materialize $$($(PY) -m gpuledger.partitions sample_data)
+	@test -f $(DAGSTER_HOME)/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
+	GPULEDGER_SAMPLE_DATA=sample_data $(PY) -m pipelines.materialize $$($(PY) -m gpuledger.partitions sample_data)
 	@echo "Dagster UI: DAGSTER_HOME=$(DAGSTER_HOME) $(VENV)/bin/dagster dev  (then open http://localhost:3000)"
 	$(VENV)/bin/gpuledger dashboard --port $(PORT)
 

@@ -15,6 +15,9 @@ from connectors.errors import SourceError
 from connectors.slurm.commands import CommandRunner
 from gpuledger import service, slurm_ingest
 from gpuledger.config import Settings, load_settings
+from gpuledger.simulate.cli_args import add_arguments as add_simulate_arguments
+from gpuledger.simulate.cli_args import run_from_args as run_simulation
+from models import build
 from models.runner import connect, publish_snapshot
 
 EXIT_OK = 0
@@ -121,6 +124,24 @@ def cmd_ingest_slurm(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
+    with connect(settings.db) as con:
+        first, last = build.data_days(con)
+        if args.start:
+            first = _parse_time(args.start).date()
+        if args.end:
+            last = _parse_time(args.end).date() - timedelta(days=1)
+        if first is None or last is None or last < first:
+            print("gpuledger build: nothing to build (no allocations loaded)", file=sys.stderr)
+            return EXIT_OK
+        days = (last - first).days + 1
+        print(f"building {days} day(s) {first} .. {last}", file=sys.stderr)
+        rows = build.build_allocations(con, first, last)
+        print(f"allocations: {rows} rows", file=sys.stderr)
+        publish_snapshot(con, settings.db)
+    return EXIT_OK
+
+
 def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
     sys.stdout.write(service.run_sql(settings.db, args.query))
     return EXIT_OK
@@ -139,9 +160,7 @@ def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
-    from gpuledger.simulate.cli_args import run_from_args
-
-    return run_from_args(args)
+    return run_simulation(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,13 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("simulate", help="write a simulated hybrid cluster with ground truth")
-    try:
-        from gpuledger.simulate.cli_args import add_arguments
-    except ImportError:  # the simulator package is optional at import time only for --help
-        p.set_defaults(handler=_not_implemented("simulator"))
-    else:
-        add_arguments(p)
-        p.set_defaults(handler=cmd_simulate)
+    add_simulate_arguments(p)
+    p.set_defaults(handler=cmd_simulate)
 
     p = sub.add_parser("import-sacct", help="load a sacct dump file")
     p.add_argument("file")
@@ -202,7 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(handler=_not_implemented("Kubernetes ingest"))
 
     p = sub.add_parser("build", help="build the accounting model and the detectors")
-    p.set_defaults(handler=_not_implemented("accounting model"))
+    p.add_argument("--start", help="first UTC day (default: the first day with data)")
+    p.add_argument("--end", help="UTC day after the last one (default: after the last data)")
+    p.set_defaults(handler=cmd_build)
 
     p = sub.add_parser("sql", help="run a read-only SQL query; CSV with a header on stdout")
     p.add_argument("query")

@@ -289,7 +289,44 @@ SREPORT_ACCOUNT_USAGE = Table(
     "totals.",
 )
 
+ALLOCATIONS = Table(
+    "allocations",
+    (
+        ("day", "DATE"),
+        ("domain", "VARCHAR"),
+        ("cluster", "VARCHAR"),
+        ("source_key", "VARCHAR"),
+        ("job_id", "VARCHAR"),
+        ("name", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("pool", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),
+        ("gpus", "BIGINT"),
+        ("gpu_uuids", "VARCHAR[]"),
+        ("start_ts", "TIMESTAMP"),
+        ("end_ts", "TIMESTAMP"),
+        ("gpu_seconds", "BIGINT"),
+        ("slurm_user", "VARCHAR"),
+        ("slurm_account", "VARCHAR"),
+        ("qos", "VARCHAR"),
+        ("k8s_namespace", "VARCHAR"),
+        ("k8s_service_account", "VARCHAR"),
+        ("kueue_queue", "VARCHAR"),
+        ("kueue_cluster_queue", "VARCHAR"),
+        ("person", "VARCHAR"),
+        ("team", "VARCHAR"),
+        ("cost_centre", "VARCHAR"),
+        ("identity_evidence", "VARCHAR"),
+        ("outcome", "VARCHAR"),
+        ("evidence", "VARCHAR"),
+    ),
+    key=("day", "domain", "source_key", "node"),
+    doc="The ledger: one row per charged allocation interval per node per UTC day, with the "
+    "resolved owner. Intervals are cut at UTC midnight so each row has one daily partition.",
+)
+
 ALL_TABLES: tuple[Table, ...] = (
+    ALLOCATIONS,
     REJECTS,
     SLURM_RUNS,
     SLURM_STEPS,

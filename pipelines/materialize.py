@@ -15,6 +15,10 @@ from pipelines.definitions import defs as load_defs
 PUBLISH_LAST = ("published_ledger",)
 
 
+# Dagster's console logger prints every event at DEBUG; progress lines come from here instead.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
 def materialize_all(partition_keys: list[str] | None = None) -> bool:
     definitions = load_defs()
     graph = definitions.resolve_asset_graph()
@@ -36,6 +40,7 @@ def materialize_all(partition_keys: list[str] | None = None) -> bool:
         resources=definitions.resources,
         selection=dg.AssetSelection.assets(*unpartitioned),
         raise_on_error=False,
+        run_config=QUIET,
     )
     ok &= result.success
     for number, key in enumerate(partition_keys or [], start=1):
@@ -49,11 +54,13 @@ def materialize_all(partition_keys: list[str] | None = None) -> bool:
             selection=dg.AssetSelection.assets(*partitioned),
             partition_key=key,
             raise_on_error=False,
+        run_config=QUIET,
         )
         ok &= result.success
     print("publishing the read-only snapshot", file=sys.stderr)
     result = dg.materialize(everything, instance=instance, resources=definitions.resources,
-                            selection=dg.AssetSelection.assets(*last), raise_on_error=False)
+                            selection=dg.AssetSelection.assets(*last), raise_on_error=False,
+                            run_config=QUIET)
     return ok and result.success
 
 

@@ -26,6 +26,8 @@ import polars as pl
 
 _STEP = r"(?:[A-Za-z]+|\d+)(?:\+\d+)?"
 JOBID_RE = rf"^\d+(?:_\d+|_\[[^\]\s]+\]|\+\d+)?(?:\.{_STEP})?$"
+#: A JobID of an allocation row (no step part).
+ALLOC_ID_RE = r"^\d+(?:_\d+|_\[[^\]\s]+\]|\+\d+)?$"
 
 JOBID_EXPECTED = "expected 123, 123_4, 123_[5-9%2], 123+0 with an optional .step (.batch, .0, …)"
 JOBIDRAW_EXPECTED = "expected 123 or 123.step with the same step part as JobID"

@@ -23,9 +23,11 @@ keeps the plain key and the n-th (n ≥ 2) gets ``#n`` appended (``gpulab:20:179
 deterministic and does not depend on the order of the lines, only on the rows' own times.
 
 Steps carry the ``run_key`` of their run: sacct prints each run's steps right after its allocation
-row, so a step belongs to the nearest allocation row above it with the same cluster and JobIDRaw
-(for a dump whose lines were reordered: the nearest one below it; null when the allocation is not
-in the dump at all).
+row, so a step belongs to the allocation line right above it when that line has the same cluster
+and JobIDRaw. If that allocation line was rejected, the step gets no run (null: no guessing, since
+an earlier run of a requeued job has the same JobIDRaw). For a dump whose lines were reordered
+(the line above belongs to another job, or there is none) the run is looked up by (cluster,
+JobIDRaw): the nearest allocation row above, else below; null when the dump has none.
 
 Stray separators (``|`` in names under plain ``-P``)
 -----------------------------------------------------
@@ -41,6 +43,15 @@ go through a Python path:
   ``JS1:`` blob; WCKey a single word). Exactly one such placement → the line loads; none or several
   → rejected ("ambiguous: 1 extra separator(s) could belong to JobName or Comment").
   Columns are never shifted silently.
+
+Speed
+-----
+The dump is read as bytes and cut at line ends into batches (≤ ``BATCH_BYTES``) that are parsed in
+parallel threads (Polars releases the GIL). Per batch: ``pl.read_lines``, one vectorized split into
+columns, then Polars expressions only; fields that repeat (TRES, State, exit codes, node lists)
+are parsed once per distinct value and joined back. Python runs per line only for lines with a
+wrong field count, rejected lines and DST-ambiguous times, and per distinct value for hostlists
+and slurm-bridge JSON. ``tests/connectors/slurm/bench_parse.py`` measures it against DuckDB.
 
 Times
 -----
@@ -70,6 +81,7 @@ from connectors.slurm.fields import FREE_TEXT_FIELDS as CONTRACT_FREE_TEXT_FIELD
 from connectors.slurm.fields import UNIT_SEPARATOR
 from connectors.slurm.hostlist import expand_hostlist_column
 from connectors.slurm.jobid import (
+    ALLOC_ID_RE,
     JOBID_EXPECTED,
     JOBIDRAW_EXPECTED,
     array_het_columns,
@@ -740,47 +752,46 @@ def _dedupe_run_keys(out: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _step_run_keys(steps: pl.DataFrame, runs: pl.DataFrame, n_lines: int) -> pl.Series:
+def _step_run_keys(steps: pl.DataFrame, runs: pl.DataFrame, alloc_lines: pl.Series,
+                   n_lines: int) -> pl.Series:  # fmt: skip
     """The run of each step (see the module docstring).
 
-    ``steps._anchor`` is the line number of the last allocation row above the step within its
-    batch (null at the start of a batch). A step keeps its anchor's run when the anchor has the
-    same cluster and JobIDRaw; otherwise the run is looked up by (cluster, job_id_raw): nearest
-    allocation row above, else below. Line numbers index a dense array, so this is gathers only.
+    ``alloc_lines``: line numbers of every allocation line, loaded or rejected. A step's anchor
+    is the last allocation line above it. Anchor loaded with the step's cluster and JobIDRaw →
+    its run. Anchor rejected → no run (no guessing). No anchor, or an anchor of another job (a
+    reordered dump) → the run is looked up by (cluster, job_id_raw): nearest allocation row
+    above, else below. Line numbers index dense arrays, so the usual case is gathers only.
     """
     if steps.height == 0:
         return pl.Series("run_key", [], dtype=pl.String)
-    # run row of each allocation line number
-    row_of_line = pl.Series("_r", [None], dtype=pl.Int64).extend_constant(None, n_lines + 1)
+    size = n_lines + 2
+    row_of_line = pl.Series("_r", [None] * 0, dtype=pl.Int64).extend_constant(None, size)
     row_of_line = row_of_line.scatter(runs["line_no"], pl.int_range(0, runs.height, eager=True))
-    has_run = row_of_line.is_not_null()
-    anchor = steps["_anchor"]
-    if anchor.null_count():
-        # steps at the top of a batch: the last allocation line above them, from any batch
-        last_run_line = (
-            pl.select(pl.when(has_run).then(pl.int_range(0, has_run.len())).forward_fill())
-            .to_series()
-        )
-        anchor = anchor.fill_null(last_run_line.gather(steps["line_no"]))
+    is_alloc = pl.zeros(size, dtype=pl.Boolean, eager=True).scatter(alloc_lines, True)
+    last_alloc = pl.select(
+        pl.when(is_alloc).then(pl.int_range(0, size, dtype=pl.Int64)).forward_fill()
+    ).to_series()
+    anchor = last_alloc.gather(steps["line_no"])
     run_row = row_of_line.gather(anchor)
     same = (
         (runs["cluster"].gather(run_row) == steps["cluster"])
         & (runs["job_id_raw"].gather(run_row) == steps["job_id_raw"])
     ).fill_null(False)
     keys = pl.select(pl.when(same).then(runs["run_key"].gather(run_row))).to_series()
-    if keys.null_count() == 0:
+    look_up = anchor.is_null() | (run_row.is_not_null() & ~same)
+    if not look_up.any():
         return keys.alias("run_key")
     # a reordered dump: look the allocation up by (cluster, job_id_raw), above then below
-    probe = steps.select("line_no", "cluster", "job_id_raw").with_columns(keys.alias("run_key"))
-    probe = probe.with_row_index("_i")
-    lost = probe.filter(pl.col("run_key").is_null()).drop("run_key").sort("line_no")
+    probe = steps.select("line_no", "cluster", "job_id_raw").with_row_index("_i")
+    lost = probe.filter(look_up).sort("line_no")
     by_key = runs.select("line_no", "cluster", "job_id_raw", "run_key").sort("line_no")
     by = ["cluster", "job_id_raw"]
     back = lost.join_asof(by_key, on="line_no", by=by, strategy="backward")
     ahead = lost.join_asof(by_key, on="line_no", by=by, strategy="forward")
     found = back.select("_i", pl.coalesce(back["run_key"], ahead["run_key"]).alias("_found"))
     return (
-        probe.join(found, on="_i", how="left", maintain_order="left")
+        probe.with_columns(keys.alias("run_key"))
+        .join(found, on="_i", how="left", maintain_order="left")
         .select(pl.coalesce("run_key", "_found").alias("run_key"))
         .to_series()
     )
@@ -799,6 +810,7 @@ class _Batch:
     rejects: list[Reject]
     blank_lines: int
     lines: int
+    alloc_lines: pl.Series  # line numbers of allocation lines, loaded or rejected
 
 
 def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str], sep: str,
@@ -809,8 +821,15 @@ def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str]
     split, fits = _split(body, sep, n)
     blank = (body["line"] == "").fill_null(False)
     blank_lines = int(blank.sum())
+    odd_jobids: pl.Series | None = None
     if not fits.all():
         odd = body.filter(~fits & ~blank).with_columns(pl.col("line_no").cast(pl.Int64))
+        # allocation lines among them (JobID without a step part), for the steps' anchors
+        jobid_at = header.index("JobID")
+        odd_jobids = odd.filter(
+            pl.col("line").str.split(sep).list.get(jobid_at, null_on_oob=True)
+            .str.contains(ALLOC_ID_RE).fill_null(False)
+        )["line_no"]  # fmt: skip
         split = split.filter(fits)
         raw_of: dict[int, str] = dict(odd.select("line_no", "line").iter_rows())
         cands, meta, odd_rejects = _candidates(odd, header, sep, source_file)
@@ -823,20 +842,22 @@ def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str]
 
     raw = _raw_frame(split, header)
     del split
+    alloc_lines = [raw.filter(raw["JobID"].str.contains(ALLOC_ID_RE).fill_null(False))
+                   ["line_no"]]  # fmt: skip
+    if odd_jobids is not None:
+        alloc_lines.append(odd_jobids)
     typed = _typed_checked(raw, header, present, timezone, source_file, body, rejects)
     del raw
-    # the allocation row above each line (steps find their run through it)
-    lf = typed.lazy().with_columns(
-        pl.when(~pl.col("is_step")).then(pl.col("line_no")).forward_fill().alias("_anchor")
-    )
+    lf = typed.lazy()
     runs = lf.filter(~pl.col("is_step")).select(
         [c for c in RUNS_SCHEMA if c in typed.columns]
     ).with_columns(_RUN_KEY.alias("run_key")).collect()  # fmt: skip
     runs = array_het_columns(runs).with_columns(_bridge_pods(runs["admin_comment"]))
     steps = lf.filter(pl.col("is_step")).select(
-        *(c for c in _STEP_SOURCE_COLUMNS if c in typed.columns), "_anchor"
+        *(c for c in _STEP_SOURCE_COLUMNS if c in typed.columns)
     ).collect()  # fmt: skip
-    return _Batch(runs, steps, rejects, blank_lines, body.height)
+    return _Batch(runs, steps, rejects, blank_lines, body.height,
+                  pl.concat(alloc_lines).cast(pl.Int64))  # fmt: skip
 
 
 def _typed_checked(raw: pl.DataFrame, header: list[str | None], present: set[str], timezone: str,
@@ -928,12 +949,14 @@ def parse_sacct(
     blank_lines = sum(b.blank_lines for b in batches)
     runs = _dedupe_run_keys(pl.concat([b.runs for b in batches], how="vertical"))
     steps = pl.concat([b.steps for b in batches], how="vertical")
+    alloc_lines = pl.concat([b.alloc_lines for b in batches])
     del batches
 
     runs = runs.with_columns(pl.lit(source_file).alias("source_file")).select(
         list(RUNS_SCHEMA)
     ).cast(RUNS_SCHEMA)  # fmt: skip
-    steps = steps.with_columns(_step_run_keys(steps, runs, lines_read + 1)).lazy().select(
+    step_keys = _step_run_keys(steps, runs, alloc_lines, lines_read + 1)
+    steps = steps.with_columns(step_keys).lazy().select(
         "run_key", "cluster", "job_id", pl.col("job_id_text").alias("step_job_id"), "job_id_raw",
         "step_id", pl.col("job_name").alias("step_name"),
         *(c for c in STEPS_SCHEMA if c in steps.columns and c not in {

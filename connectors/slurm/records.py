@@ -66,7 +66,7 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
 
 #: One row per step (``.batch``, ``.extern``, ``.interactive``, ``.0`` …).
 STEPS_SCHEMA: dict[str, pl.DataType] = {
-    "run_key": pl.String(),  # the run this step belongs to (null if its allocation is absent)
+    "run_key": pl.String(),  # its run; null if the allocation line is absent or was rejected
     "cluster": pl.String(),
     "job_id": pl.String(),  # the parent's JobID text: 123, 123_4, 15+1
     "step_job_id": pl.String(),  # the full JobID text: 123_4.batch

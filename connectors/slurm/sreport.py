@@ -238,7 +238,7 @@ def parse_account_utilization_by_user(source: Path | str | bytes, *, timezone: s
         login = f[idx["Login"]]
         records.append({
             "cluster": f[idx["Cluster"]],
-            "account": f[idx["Account"]],
+            "account": f[idx["Account"]].strip(),  # `tree` indents sub-accounts
             "login": login,
             "proper_name": f[idx["Proper Name"]],
             "tres_name": f[idx["TRES Name"]],

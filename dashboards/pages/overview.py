@@ -27,6 +27,23 @@ cols[2].metric("People in the identity map", f"{totals['people']:,}")
 cols[3].metric("Kueue workloads", f"{totals['workloads']:,}")
 cols[4].metric("Slurm runs", f"{totals['slurm_runs']:,}")
 
+st.subheader("Charged GPU-hours by day and domain")
+daily = data.query(
+    "SELECT day, domain, round(sum(gpu_seconds) / 3600.0, 1) AS gpu_hours "
+    "FROM allocations GROUP BY day, domain ORDER BY day, domain"
+)
+if daily.is_empty():
+    st.info("No allocations built yet: run `gpuledger build`.")
+else:
+    by_domain = data.query(
+        "SELECT domain, sum(gpu_seconds) / 3600.0 AS gpu_hours FROM allocations "
+        "GROUP BY domain ORDER BY domain"
+    )
+    cols = st.columns(max(by_domain.height, 1))
+    for col, row in zip(cols, by_domain.iter_rows(named=True), strict=False):
+        col.metric(f"{row['domain'].capitalize()} GPU-hours", f"{row['gpu_hours']:,.1f}")
+    st.bar_chart(daily, x="day", y="gpu_hours", color="domain")
+
 st.subheader("GPUs by pool and model")
 st.dataframe(gpus, hide_index=True, width="stretch")
 

@@ -1,8 +1,9 @@
 -- stg_slurm_allocations
 -- Grain: one row per (Slurm run, node) that held GPUs, before day splitting.
 -- Parameters: none (reads slurm_runs and slurm_node_allocations).
+-- Columns: the common staging layout shared with stg_kubernetes_allocations (see models/build.py).
 -- A run still going (end null) is charged up to observed_until, the end of the sacct query that
--- saw it. slurm-bridge representative jobs (bridge_pods not empty) are kept and flagged: they are
+-- saw it. slurm-bridge representative jobs (bridge_pods not empty) are flagged is_bridge: they are
 -- the same workload as their pods and are charged once, in the kubernetes domain.
 WITH runs AS (
     SELECT * FROM slurm_runs
@@ -22,13 +23,18 @@ final AS (
         n.node,
         n.gpu_model,
         n.gpus,
+        CAST(NULL AS VARCHAR[]) AS gpu_uuids,
         r.start AS start_ts,
         coalesce(r."end", r.observed_until) AS end_ts,
         r."user" AS slurm_user,
         r.account AS slurm_account,
-        r.partition,
+        r.partition AS pool,
         r.qos,
-        r.state,
+        CAST(NULL AS VARCHAR) AS k8s_namespace,
+        CAST(NULL AS VARCHAR) AS k8s_service_account,
+        CAST(NULL AS VARCHAR) AS kueue_queue,
+        CAST(NULL AS VARCHAR) AS kueue_cluster_queue,
+        CAST(NULL AS VARCHAR[]) AS pod_labels,
         CASE
             WHEN r."end" IS NULL THEN 'running'
             WHEN r.state = 'COMPLETED' THEN 'completed'
@@ -41,9 +47,7 @@ final AS (
             ELSE lower(r.state)
         END AS outcome,
         len(r.bridge_pods) > 0 AS is_bridge,
-        r.bridge_pods,
-        r.source_file,
-        r.line_no
+        r.source_file || ':' || r.line_no AS evidence
     FROM per_node AS n
     INNER JOIN runs AS r USING (run_key)
     WHERE r.start IS NOT NULL

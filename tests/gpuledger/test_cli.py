@@ -42,7 +42,7 @@ def test_import_identity_reports_rejects(tmp_path: Path, capsys: pytest.CaptureF
 
 @pytest.mark.parametrize(
     "argv",
-    [["build"], ["report", "weekly", "--week", "2026-W02"]],
+    [["report", "weekly", "--week", "2026-W02"]],
 )
 def test_unfinished_subcommands_say_so_with_exit_2(argv, capsys: pytest.CaptureFixture[str]):
     assert main(argv) == 2

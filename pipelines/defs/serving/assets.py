@@ -7,7 +7,7 @@ from pipelines.defs.resources import LedgerResource
     group_name="serving",
     kinds={"duckdb"},
     deps=["gpu_inventory", "identity_map", "slurm_accounts", "rate_card",
-          "kueue_workload_snapshot", "slurm_jobs", "sreport_gpu"],
+          "kueue_workload_snapshot", "slurm_jobs", "sreport_gpu", "allocations"],
     description="Read-only copy of the ledger that dashboards and operators query; swapped in "
     "atomically so readers never meet the writer's lock.",
 )

@@ -160,3 +160,14 @@ def test_cpu_only_and_unstarted_runs():
     assert allocations_per_node(runs).height == 0
     with_cpu = allocations_per_node(runs, include_cpu_only=True)
     assert with_cpu.select("job_id", "node", "gpus").rows() == [("1", "cpu-01", 0)]
+
+
+def test_steps_of_a_rejected_run_are_not_given_another_run():
+    # the second run of requeued job 20 is rejected (bad Start): its steps must not fall back to
+    # the first run, which has the same JobIDRaw
+    run1, run2 = requeued(T0, T0 + 10)
+    rows = [run1, step(run1, "batch"), {**run2, "Start": "soon"}, step(run2, "batch")]
+    r = parse_sacct(dump(rows), source_file="r.txt")
+    r.check_counts()
+    assert [x.line_no for x in r.rejects] == [4]
+    assert r.steps["run_key"].to_list() == [f"gpulab:20:{T0}", None]

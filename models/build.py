@@ -1,0 +1,58 @@
+"""Build the accounting model for a day: staging union, day pieces, identity, allocations.
+
+Every write is a partition-scoped delete+insert in one transaction, so re-building a day changes
+nothing when its inputs did not change.
+"""
+
+from datetime import date, datetime, timedelta
+
+import duckdb
+
+from models import load_sql
+from models.runner import transaction
+
+# Domain staging models, unioned into the view stg_allocations (same column layout).
+STAGING_MODELS = ("stg_slurm_allocations",)
+
+
+def create_staging_view(con: duckdb.DuckDBPyConnection) -> None:
+    union = "\nUNION ALL BY NAME\n".join(f"({load_sql(name)})" for name in STAGING_MODELS)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW stg_allocations AS {union}")
+
+
+def data_days(con: duckdb.DuckDBPyConnection) -> tuple[date | None, date | None]:
+    """First and last UTC day any staged allocation touches."""
+    create_staging_view(con)
+    first, last = con.execute(
+        "SELECT min(start_ts)::DATE, (max(end_ts) - INTERVAL 1 MICROSECOND)::DATE "
+        "FROM stg_allocations"
+    ).fetchone()
+    return first, last
+
+
+def build_allocations(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date) -> int:
+    """Rebuild ``allocations`` for the UTC days ``first_day`` .. ``last_day`` (inclusive)."""
+    day_start = datetime.combine(first_day, datetime.min.time())
+    day_end = datetime.combine(last_day + timedelta(days=1), datetime.min.time())
+    create_staging_view(con)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE alloc_pieces AS {load_sql('allocation_pieces')}",
+        {"day_start": day_start, "day_end": day_end},
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP VIEW identity_pieces AS SELECT piece_id, domain, day, "
+        "slurm_user, slurm_account, k8s_namespace, k8s_service_account, kueue_queue, "
+        "kueue_cluster_queue, pod_labels FROM alloc_pieces"
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE resolved_identity AS {load_sql('resolve_identity')}"
+    )
+    with transaction(con):
+        con.execute("DELETE FROM allocations WHERE day >= ? AND day <= ?", [first_day, last_day])
+        con.execute(f"INSERT INTO allocations BY NAME {load_sql('allocations')}")
+        rows = con.execute(
+            "SELECT count(*) FROM allocations WHERE day >= ? AND day <= ?", [first_day, last_day]
+        ).fetchone()[0]
+    for temp in ("resolved_identity", "alloc_pieces"):
+        con.execute(f"DROP TABLE IF EXISTS {temp}")
+    return rows

@@ -1,0 +1,34 @@
+-- allocation_pieces
+-- Grain: one row per (staged allocation, UTC day) for the days in [$day_start, $day_end):
+--   each allocation interval is cut at UTC midnights so every piece belongs to one daily
+--   partition (and identity validity, which is per UTC day, is constant within a piece).
+-- Parameters: $day_start, $day_end (TIMESTAMP at UTC midnight).
+-- Reads the view stg_allocations (the union of the domain staging models, without bridge jobs).
+WITH staged AS (
+    SELECT * FROM stg_allocations
+    WHERE NOT is_bridge AND start_ts < $day_end AND end_ts > $day_start
+),
+
+days AS (
+    SELECT
+        s.*,
+        unnest(generate_series(
+            date_trunc('day', greatest(s.start_ts, $day_start)),
+            date_trunc('day', least(s.end_ts, $day_end) - INTERVAL 1 MICROSECOND),
+            INTERVAL 1 DAY
+        )) AS day_ts
+    FROM staged AS s
+),
+
+final AS (
+    SELECT
+        row_number() OVER (ORDER BY domain, source_key, node, day_ts) AS piece_id,
+        CAST(day_ts AS DATE) AS day,
+        * EXCLUDE (day_ts, start_ts, end_ts),
+        greatest(start_ts, day_ts) AS start_ts,
+        least(end_ts, day_ts + INTERVAL 1 DAY) AS end_ts
+    FROM days
+)
+
+SELECT * FROM final
+WHERE end_ts > start_ts
