@@ -524,3 +524,21 @@ def test_big_dump_goes_through_batches(monkeypatch: pytest.MonkeyPatch):
                           on="run_key")  # fmt: skip
     assert joined.height == 80
     assert (joined["job_id"] == joined["run_job"]).all()
+
+
+def test_synthetic_dump_same_result_in_one_batch_or_many(monkeypatch: pytest.MonkeyPatch,
+                                                         tmp_path: Path):  # fmt: skip
+    import connectors.slurm.parse as parse_module
+    from tests.connectors.slurm.synthetic import write_dump
+
+    path = write_dump(tmp_path / "synthetic.txt", 20_000)
+    whole = parse_sacct(path, source_file="s")
+    monkeypatch.setattr(parse_module, "BATCH_BYTES", 200_000)
+    many = parse_sacct(path, source_file="s")
+    for r in (whole, many):
+        r.check_counts()
+        assert r.rejects == []
+    assert whole.runs.equals(many.runs)
+    assert whole.steps.equals(many.steps)
+    assert whole.steps["run_key"].null_count() == 0
+    assert whole.runs["bridge_pods"].list.len().sum() > 0
