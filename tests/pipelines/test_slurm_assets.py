@@ -3,9 +3,9 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
+from pipelines.definitions import defs as load_defs
 from pipelines.defs.resources import LedgerResource, WorldFilesResource
 from pipelines.defs.slurm.resources import slurm_source_from_environment
-from pipelines.definitions import defs as load_defs
 from tests.helpers import copy_tiny_world
 
 DAY = "2026-11-30"  # the day of the real Slurm capture in the tiny world
