@@ -20,7 +20,7 @@ def _run(db: Path, world: Path) -> dg.ExecuteInProcessResult:
             "world": WorldFilesResource(root=str(world)),
             "slurm": slurm_source_from_environment(str(world)),
         },
-        selection=dg.AssetSelection.assets("slurm_jobs", "sreport_gpu"),
+        selection=dg.AssetSelection.assets("slurm_jobs", "slurm_steps", "sreport_gpu"),
         partition_key=DAY,
     )
 

@@ -13,12 +13,23 @@ from pipelines.defs.slurm.checks import (
 from pipelines.defs.slurm.resources import SlurmSourceResource
 
 
-@dg.asset(
+@dg.multi_asset(
     partitions_def=daily_partitions,
     group_name="slurm",
-    kinds={"duckdb", "slurm"},
-    description="Slurm runs, steps and per-node GPU allocations from sacct for one UTC day "
-    "(with a trailing lookback that re-pulls jobs still running or changed later).",
+    specs=[
+        dg.AssetSpec(
+            "slurm_jobs",
+            kinds={"duckdb", "slurm"},
+            description="Slurm runs (one per run of a requeued job) and their GPUs per node, "
+            "from sacct for one UTC day with a trailing lookback that re-pulls jobs still "
+            "running or changed later.",
+        ),
+        dg.AssetSpec(
+            "slurm_steps",
+            kinds={"duckdb", "slurm"},
+            description="Slurm job steps (.batch, .extern, .0 …) from the same sacct pull.",
+        ),
+    ],
     check_specs=[
         dg.AssetCheckSpec(UNIQUE_RUNS_CHECK, asset="slurm_jobs"),
         dg.AssetCheckSpec(DURATIONS_CHECK, asset="slurm_jobs"),
@@ -27,24 +38,29 @@ from pipelines.defs.slurm.resources import SlurmSourceResource
 )
 def slurm_jobs(
     context: dg.AssetExecutionContext, ledger: LedgerResource, slurm: SlurmSourceResource
-) -> dg.MaterializeResult:
+):
     window = context.partition_time_window
     start = window.start.replace(tzinfo=None)
     end = window.end.replace(tzinfo=None)
     with ledger.ledger() as con:
         load = slurm.load_window(con, start, end)
         checks = [no_duplicate_runs(con), durations_are_possible(con), gpu_field_parsed(con)]
-    return dg.MaterializeResult(
+    span = f"{start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC"
+    yield dg.MaterializeResult(
+        asset_key="slurm_jobs",
         metadata={
             "lines_read": load.lines_read,
             "runs": load.runs,
-            "steps": load.steps,
             "node_allocations": load.node_allocations,
             "rejected": len(load.rejects),
-            "window": f"{start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC",
+            "window": span,
         },
-        check_results=checks,
     )
+    yield dg.MaterializeResult(
+        asset_key="slurm_steps",
+        metadata={"steps": load.steps, "rejected": len(load.rejects), "window": span},
+    )
+    yield from checks
 
 
 @dg.asset(
