@@ -1,5 +1,6 @@
 """Cluster overview: the GPU estate and what has been loaded."""
 
+import plotly.express as px
 import streamlit as st
 
 from dashboards import data
@@ -42,7 +43,12 @@ else:
     cols = st.columns(max(by_domain.height, 1))
     for col, row in zip(cols, by_domain.iter_rows(named=True), strict=False):
         col.metric(f"{row['domain'].capitalize()} GPU-hours", f"{row['gpu_hours']:,.1f}")
-    st.bar_chart(daily, x="day", y="gpu_hours", color="domain")
+    figure = px.bar(
+        daily.with_columns(daily["day"].cast(str)), x="day", y="gpu_hours", color="domain",
+        labels={"day": "UTC day", "gpu_hours": "GPU-hours"},
+    )
+    figure.update_layout(height=320, margin={"t": 10, "b": 10}, xaxis_type="category")
+    st.plotly_chart(figure, width="stretch")
 
 st.subheader("GPUs by pool and model")
 st.dataframe(gpus, hide_index=True, width="stretch")
