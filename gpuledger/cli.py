@@ -11,9 +11,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
+
 from connectors.errors import SourceError
+from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
+from connectors.kubernetes.prometheus import MetricsSource, PrometheusConfig, PrometheusHttpSource
 from connectors.slurm.commands import CommandRunner
-from gpuledger import service, slurm_ingest
+from gpuledger import k8s_ingest, service, slurm_ingest
 from gpuledger.config import Settings, load_settings
 from gpuledger.simulate.cli_args import add_arguments as add_simulate_arguments
 from gpuledger.simulate.cli_args import run_from_args as run_simulation
@@ -72,18 +76,59 @@ def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
         ("workloads", service.import_workloads, (world_dir / "kueue" / "workloads.json",)),
     ]
     sacct = world_dir / "sacct" / "sacct-unitsep-epoch.txt"
-    total = len(steps) + (1 if sacct.exists() else 0)
+    metrics = _world_metrics(world_dir)
+    total = len(steps) + (1 if sacct.exists() else 0) + (1 if metrics is not None else 0)
     with connect(settings.db) as con:
         for number, (label, load, load_args) in enumerate(steps, start=1):
             print(f"[{number}/{total}] loading {label}", file=sys.stderr)
             _report(load(con, *load_args))
+        number = len(steps)
         if sacct.exists():
-            print(f"[{total}/{total}] loading sacct", file=sys.stderr)
+            number += 1
+            print(f"[{number}/{total}] loading sacct", file=sys.stderr)
             end = _parse_time(str(world["window"]["end"])) if "window" in world else None
             result = slurm_ingest.import_sacct_file(con, sacct, observed_until=end)
             print(result.summary(), file=sys.stderr)
+        if metrics is not None and "window" in world:
+            number += 1
+            print(f"[{number}/{total}] loading Kubernetes metrics ({metrics.name}) and Workload "
+                  "conditions", file=sys.stderr)
+            workloads = world_dir / "kueue" / "workloads.json"
+            _ingest_kubernetes_days(
+                con, OpenMetricsFileSource(metrics), _parse_time(str(world["window"]["start"])),
+                _parse_time(str(world["window"]["end"])), cluster=cluster,
+                lookback=k8s_ingest.DEFAULT_LOOKBACK, scrape_interval=None,
+                workloads=workloads if workloads.exists() else None, indent="  ",
+            )
         publish_snapshot(con, settings.db)
     return EXIT_OK
+
+
+def _world_metrics(world_dir: Path) -> Path | None:
+    for name in ("metrics.om", "metrics.om.gz"):
+        path = world_dir / "prometheus" / name
+        if path.is_file():
+            return path
+    return None
+
+
+def _ingest_kubernetes_days(
+    con: duckdb.DuckDBPyConnection, source: MetricsSource, start: datetime, end: datetime, *,
+    cluster: str, lookback: timedelta, scrape_interval: timedelta | None,
+    workloads: Path | None, indent: str = "",
+) -> None:
+    """Ingest ``[start, end)`` day by day (progress lines on stderr), then the Workloads."""
+    days = slurm_ingest.daily_windows(start, end)
+    for number, (day_start, day_end) in enumerate(days, start=1):
+        print(f"{indent}[{number}/{len(days)}] prometheus {day_start:%Y-%m-%d}", file=sys.stderr)
+        load = k8s_ingest.ingest_kubernetes_window(
+            con, source, day_start, day_end, lookback=lookback, cluster=cluster,
+            scrape_interval=scrape_interval,
+        )
+        print(f"{indent}  " + load.summary().replace("\n", f"\n{indent}  "), file=sys.stderr)
+    if workloads is not None:
+        result = k8s_ingest.import_workload_conditions(con, workloads)
+        print(f"{indent}{result.summary()}", file=sys.stderr)
 
 
 def _parse_time(text: str) -> datetime:
@@ -124,6 +169,62 @@ def cmd_ingest_slurm(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _prometheus_config(args: argparse.Namespace, settings: Settings) -> PrometheusConfig:
+    """Flags over the config file's ``prometheus_*`` keys (``[gpuledger]`` table)."""
+    extra = settings.extra
+
+    def pick(flag: object, key: str) -> object:
+        return flag if flag not in (None, "", []) else extra.get(key)
+
+    def path(value: object) -> Path | None:
+        return Path(str(value)) if value else None
+
+    url = args.prometheus_url or settings.prometheus_url
+    if not url:
+        msg = "expected --prometheus-url (or prometheus_url / GPULEDGER_PROMETHEUS_URL)"
+        raise ValueError(msg)
+    headers: dict[str, str] = {str(k): str(v) for k, v in
+                               dict(extra.get("prometheus_headers") or {}).items()}
+    for text in args.header or []:
+        name, sep, value = text.partition(":")
+        if not sep or not name.strip():
+            msg = f"expected --header 'Name: value', found {text!r}"
+            raise ValueError(msg)
+        headers[name.strip()] = value.strip()
+    return PrometheusConfig(
+        url=url,
+        bearer_token_file=path(pick(args.bearer_token_file, "prometheus_bearer_token_file")),
+        basic_auth_user=pick(args.basic_auth_user, "prometheus_basic_auth_user") or None,
+        basic_auth_password_file=path(pick(args.basic_auth_password_file,
+                                           "prometheus_basic_auth_password_file")),
+        ca_bundle=path(pick(args.ca_bundle, "prometheus_ca_bundle")),
+        verify_tls=not (args.insecure or bool(extra.get("prometheus_insecure", False))),
+        headers=headers,
+        timeout_s=args.timeout,
+        retries=args.retries,
+        chunk=timedelta(hours=args.chunk_hours),
+    )
+
+
+def cmd_ingest_kubernetes(args: argparse.Namespace, settings: Settings) -> int:
+    start, end = _parse_time(args.start), _parse_time(args.end)
+    if args.openmetrics:
+        source: MetricsSource = OpenMetricsFileSource(Path(args.openmetrics))
+    else:
+        source = PrometheusHttpSource(_prometheus_config(args, settings))
+    interval = timedelta(seconds=args.scrape_interval) if args.scrape_interval else None
+    with connect(settings.db) as con:
+        cluster = args.cluster or str(settings.extra.get("cluster") or "") or \
+            k8s_ingest.default_cluster(con)
+        _ingest_kubernetes_days(
+            con, source, start, end, cluster=cluster,
+            lookback=timedelta(minutes=args.lookback_minutes), scrape_interval=interval,
+            workloads=Path(args.workloads) if args.workloads else None,
+        )
+        publish_snapshot(con, settings.db)
+    return EXIT_OK
+
+
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
     with connect(settings.db) as con:
         first, last = build.data_days(con)
@@ -138,6 +239,8 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
         print(f"building {days} day(s) {first} .. {last}", file=sys.stderr)
         rows = build.build_allocations(con, first, last)
         print(f"allocations: {rows} rows", file=sys.stderr)
+        lines = build.build_chargeback(con, first, last)
+        print(f"chargeback: {lines} invoice lines (day, week, month)", file=sys.stderr)
         publish_snapshot(con, settings.db)
     return EXIT_OK
 
@@ -210,10 +313,33 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--no-sreport", action="store_true", help="skip the sreport figures")
     q.set_defaults(handler=cmd_ingest_slurm)
     q = ingest.add_parser("kubernetes", help="read Prometheus for a window")
-    q.add_argument("--prometheus-url", required=True)
-    q.add_argument("--start", required=True)
-    q.add_argument("--end", required=True)
-    q.set_defaults(handler=_not_implemented("Kubernetes ingest"))
+    q.add_argument("--prometheus-url", help="Prometheus-compatible HTTP API (default: settings "
+                   "prometheus_url / GPULEDGER_PROMETHEUS_URL)")
+    q.add_argument("--openmetrics", metavar="FILE", help="read an OpenMetrics backfill file "
+                   "instead of a server (the fixture twin)")
+    q.add_argument("--start", required=True, help="UTC date or time")
+    q.add_argument("--end", required=True, help="UTC date or time (exclusive)")
+    q.add_argument("--cluster", help="cluster name to file the data under (default: the "
+                   "inventory's only cluster, else 'default')")
+    q.add_argument("--workloads", metavar="FILE", help="also load a kubectl Workload snapshot "
+                   "(kubectl get workloads.kueue.x-k8s.io -A -o json)")
+    q.add_argument("--lookback-minutes", type=float, default=60.0,
+                   help="samples read before each day (Kueue counter baselines, at least two "
+                   "scrape intervals; default 60)")
+    q.add_argument("--scrape-interval", type=float, metavar="SECONDS",
+                   help="kube-state-metrics scrape interval (default: inferred from the data)")
+    q.add_argument("--bearer-token-file", help="file holding a bearer token (re-read per request)")
+    q.add_argument("--basic-auth-user")
+    q.add_argument("--basic-auth-password-file")
+    q.add_argument("--ca-bundle", help="PEM file to verify the server's certificate")
+    q.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    q.add_argument("--header", action="append", metavar="'NAME: VALUE'",
+                   help="extra HTTP header (repeatable), e.g. 'X-Scope-OrgID: tenant1'")
+    q.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    q.add_argument("--retries", type=int, default=3, help="retries per request (default 3)")
+    q.add_argument("--chunk-hours", type=float, default=6.0,
+                   help="raw-sample window per request (default 6)")
+    q.set_defaults(handler=cmd_ingest_kubernetes)
 
     p = sub.add_parser("build", help="build the accounting model and the detectors")
     p.add_argument("--start", help="first UTC day (default: the first day with data)")

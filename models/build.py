@@ -12,7 +12,7 @@ from models import load_sql
 from models.runner import transaction
 
 # Domain staging models, unioned into the view stg_allocations (same column layout).
-STAGING_MODELS = ("stg_slurm_allocations",)
+STAGING_MODELS = ("stg_slurm_allocations", "stg_kubernetes_allocations")
 
 
 def create_staging_view(con: duckdb.DuckDBPyConnection) -> None:
@@ -55,4 +55,38 @@ def build_allocations(con: duckdb.DuckDBPyConnection, first_day: date, last_day:
         ).fetchone()[0]
     for temp in ("resolved_identity", "alloc_pieces"):
         con.execute(f"DROP TABLE IF EXISTS {temp}")
+    return rows
+
+
+def _period_bounds(first_day: date, last_day: date, kind: str) -> tuple[date, date]:
+    """Whole periods of ``kind`` covering ``first_day`` .. ``last_day`` (end exclusive)."""
+    if kind == "day":
+        return first_day, last_day + timedelta(days=1)
+    if kind == "week":
+        start = first_day - timedelta(days=first_day.weekday())
+        end = last_day + timedelta(days=7 - last_day.weekday())
+        return start, end
+    start = first_day.replace(day=1)
+    following = (last_day.replace(day=1) + timedelta(days=32)).replace(day=1)
+    return start, following
+
+
+def build_chargeback(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date) -> int:
+    """Rebuild the invoice lines of every day, ISO week and month touching the given days."""
+    rows = 0
+    with transaction(con):
+        for kind in ("day", "week", "month"):
+            start, end = _period_bounds(first_day, last_day, kind)
+            con.execute(
+                "DELETE FROM chargeback WHERE period_kind = ? AND period_start >= ? "
+                "AND period_start < ?", [kind, start, end],
+            )
+            con.execute(
+                f"INSERT INTO chargeback BY NAME {load_sql('chargeback')}",
+                {"period_kind": kind, "first_day": start, "end_day": end},
+            )
+            rows += con.execute(
+                "SELECT count(*) FROM chargeback WHERE period_kind = ? AND period_start >= ? "
+                "AND period_start < ?", [kind, start, end],
+            ).fetchone()[0]
     return rows

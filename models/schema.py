@@ -325,7 +325,346 @@ ALLOCATIONS = Table(
     "resolved owner. Intervals are cut at UTC midnight so each row has one daily partition.",
 )
 
+# --- kubernetes tables ---
+# Written by gpuledger/k8s_ingest.py (Prometheus raw samples through connectors/kubernetes) and
+# by import_workload_conditions (kubectl Workload snapshot). Every table carries the cluster it
+# was read for; windows are replaced whole, so re-ingesting a window changes nothing.
+
+_POD_INTERVAL_COLUMNS = (
+    ("cluster", "VARCHAR"),
+    ("namespace", "VARCHAR"),
+    ("pod", "VARCHAR"),
+    ("uid", "VARCHAR"),
+    ("node", "VARCHAR"),
+    ("gpus", "BIGINT"),
+    ("start_ts", "TIMESTAMP"),
+    ("end_ts", "TIMESTAMP"),
+    ("samples", "BIGINT"),
+    ("scrape_interval_s", "DOUBLE"),
+    ("gpu_seconds", "DOUBLE"),
+    ("service_account", "VARCHAR"),
+    ("labels", "JSON"),
+    ("queue_name", "VARCHAR"),
+    ("owner_kind", "VARCHAR"),
+    ("owner_name", "VARCHAR"),
+)
+
+K8S_POD_ALLOCATION_PIECES = Table(
+    "k8s_pod_allocation_pieces",
+    _POD_INTERVAL_COLUMNS,
+    key=("cluster", "uid", "start_ts"),
+    doc="Pod GPU allocation intervals as each ingest window saw them (clipped to the window); "
+    "a window's pieces are replaced whole. k8s_pod_allocations is their merge.",
+)
+
+K8S_POD_ALLOCATIONS = Table(
+    "k8s_pod_allocations",
+    _POD_INTERVAL_COLUMNS,
+    key=("cluster", "uid", "start_ts"),
+    doc="One row per pod-uid GPU allocation interval: [first Running sample, last Running "
+    "sample + scrape interval), bound to a node, GPUs = the pod's effective GPU request. Pieces "
+    "of consecutive ingest windows that touch are merged into one row; each end is late by less "
+    "than one scrape interval.",
+)
+
+K8S_POD_PHASES = Table(
+    "k8s_pod_phases",
+    (
+        ("cluster", "VARCHAR"),
+        ("uid", "VARCHAR"),
+        ("namespace", "VARCHAR"),
+        ("pod", "VARCHAR"),
+        ("phase", "VARCHAR"),
+        ("phase_ts", "TIMESTAMP"),
+    ),
+    key=("cluster", "uid"),
+    doc="The latest terminal phase (Succeeded, Failed, Unknown) kube-state-metrics showed for a "
+    "GPU pod, and when; pods without a row were last seen Running.",
+)
+
+K8S_POD_GPUS = Table(
+    "k8s_pod_gpus",
+    (
+        ("cluster", "VARCHAR"),
+        ("namespace", "VARCHAR"),
+        ("pod", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("gpu_uuid", "VARCHAR"),
+        ("day", "DATE"),
+        ("first_seen", "TIMESTAMP"),
+        ("last_seen", "TIMESTAMP"),
+    ),
+    key=("cluster", "namespace", "pod", "node", "gpu_uuid", "day"),
+    doc="Which GPUs dcgm-exporter labelled with a pod, per UTC day: [first, last) 1-minute bucket "
+    "with the pod as holder.",
+)
+
+_NODE_CAPACITY_COLUMNS = (
+    ("cluster", "VARCHAR"),
+    ("node", "VARCHAR"),
+    ("start_ts", "TIMESTAMP"),
+    ("end_ts", "TIMESTAMP"),
+    ("capacity_gpus", "BIGINT"),
+    ("allocatable_gpus", "BIGINT"),
+    ("unschedulable", "BOOLEAN"),
+    ("samples", "BIGINT"),
+    ("scrape_interval_s", "DOUBLE"),
+)
+
+K8S_NODE_CAPACITY_PIECES = Table(
+    "k8s_node_capacity_pieces",
+    _NODE_CAPACITY_COLUMNS,
+    key=("cluster", "node", "start_ts"),
+    doc="Node GPU capacity intervals per ingest window; k8s_node_capacity is their merge.",
+)
+
+K8S_NODE_CAPACITY = Table(
+    "k8s_node_capacity",
+    _NODE_CAPACITY_COLUMNS,
+    key=("cluster", "node", "start_ts"),
+    doc="GPU capacity, allocatable GPUs and cordon state of each Kubernetes node over time "
+    "(kube_node_status_capacity/allocatable, kube_node_spec_unschedulable).",
+)
+
+GPU_UTILIZATION = Table(
+    "gpu_utilization",
+    (
+        ("cluster", "VARCHAR"),
+        ("gpu_uuid", "VARCHAR"),
+        ("gpu_instance", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("gpu_index", "INTEGER"),
+        ("gpu_model", "VARCHAR"),
+        ("bucket_start", "TIMESTAMP"),
+        ("busy_fraction", "DOUBLE"),
+        ("samples", "BIGINT"),
+        ("namespace", "VARCHAR"),
+        ("pod", "VARCHAR"),
+        ("container", "VARCHAR"),
+        ("pod_uid", "VARCHAR"),
+        ("hpc_job", "VARCHAR"),
+        ("metric", "VARCHAR"),
+    ),
+    key=("cluster", "gpu_uuid", "gpu_instance", "bucket_start", "namespace", "pod", "container",
+         "pod_uid", "hpc_job"),
+    doc="Busy fraction per GPU (MIG instance) per 1-minute bucket and holder (pod or Slurm job "
+    "from dcgm-exporter labels; null holder: idle). An exporter outage is missing rows, never "
+    "zeros.",
+)
+
+GPU_BUSY_DAILY = Table(
+    "gpu_busy_daily",
+    (
+        ("cluster", "VARCHAR"),
+        ("gpu_uuid", "VARCHAR"),
+        ("gpu_instance", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("day", "DATE"),
+        ("busy_seconds", "DOUBLE"),
+        ("covered_seconds", "DOUBLE"),
+        ("samples", "BIGINT"),
+        ("scrape_interval_s", "DOUBLE"),
+    ),
+    key=("cluster", "gpu_uuid", "gpu_instance", "day"),
+    doc="Busy GPU-seconds per GPU per UTC day (sum of value x seconds each sample stands for); "
+    "covered_seconds shows gaps in the data.",
+)
+
+KUEUE_COUNTERS = Table(
+    "kueue_counters",
+    (
+        ("cluster", "VARCHAR"),
+        ("metric", "VARCHAR"),
+        ("window_start", "TIMESTAMP"),
+        ("window_end", "TIMESTAMP"),
+        ("cluster_queue", "VARCHAR"),
+        ("reason", "VARCHAR"),
+        ("increase", "DOUBLE"),
+        ("resets", "BIGINT"),
+        ("samples", "BIGINT"),
+    ),
+    key=("cluster", "metric", "window_start", "cluster_queue", "reason"),
+    doc="Reset-aware increases of Kueue's workload counters (admitted, evicted, quota reserved, "
+    "preempted) per hour and ClusterQueue (and reason).",
+)
+
+KUEUE_PENDING = Table(
+    "kueue_pending",
+    (
+        ("cluster", "VARCHAR"),
+        ("window_start", "TIMESTAMP"),
+        ("window_end", "TIMESTAMP"),
+        ("cluster_queue", "VARCHAR"),
+        ("status", "VARCHAR"),
+        ("mean", "DOUBLE"),
+        ("max", "DOUBLE"),
+        ("last", "DOUBLE"),
+        ("workload_seconds", "DOUBLE"),
+        ("samples", "BIGINT"),
+    ),
+    key=("cluster", "window_start", "cluster_queue", "status"),
+    doc="kueue_pending_workloads per hour, ClusterQueue and status (active, inadmissible).",
+)
+
+KUEUE_ADMISSION_WAIT = Table(
+    "kueue_admission_wait",
+    (
+        ("cluster", "VARCHAR"),
+        ("window_start", "TIMESTAMP"),
+        ("window_end", "TIMESTAMP"),
+        ("cluster_queue", "VARCHAR"),
+        ("count", "DOUBLE"),
+        ("sum_seconds", "DOUBLE"),
+        ("mean_seconds", "DOUBLE"),
+    ),
+    key=("cluster", "window_start", "cluster_queue"),
+    doc="Admissions and their total/mean wait per hour and ClusterQueue "
+    "(kueue_admission_wait_time_seconds _count/_sum increases).",
+)
+
+KUEUE_ADMISSION_WAIT_BUCKETS = Table(
+    "kueue_admission_wait_buckets",
+    (
+        ("cluster", "VARCHAR"),
+        ("window_start", "TIMESTAMP"),
+        ("window_end", "TIMESTAMP"),
+        ("cluster_queue", "VARCHAR"),
+        ("le", "DOUBLE"),
+        ("cumulative_count", "DOUBLE"),
+        ("bucket_count", "DOUBLE"),
+    ),
+    key=("cluster", "window_start", "cluster_queue", "le"),
+    doc="The admission-wait histogram per hour and ClusterQueue (increases per bucket).",
+)
+
+KUEUE_QUEUE_RESOURCES = Table(
+    "kueue_queue_resources",
+    (
+        ("cluster", "VARCHAR"),
+        ("metric", "VARCHAR"),
+        ("window_start", "TIMESTAMP"),
+        ("window_end", "TIMESTAMP"),
+        ("cohort", "VARCHAR"),
+        ("cluster_queue", "VARCHAR"),
+        ("flavor", "VARCHAR"),
+        ("resource", "VARCHAR"),
+        ("mean", "DOUBLE"),
+        ("max", "DOUBLE"),
+        ("last", "DOUBLE"),
+        ("samples", "BIGINT"),
+    ),
+    key=("cluster", "metric", "window_start", "cluster_queue", "flavor", "resource"),
+    doc="ClusterQueue GPU usage, reservation, nominal quota, borrowing and lending limits per "
+    "hour (quota bookkeeping, not device use).",
+)
+
+KUEUE_WORKLOADS = Table(
+    "kueue_workloads",
+    (
+        ("uid", "VARCHAR"),
+        ("namespace", "VARCHAR"),
+        ("name", "VARCHAR"),
+        ("queue_name", "VARCHAR"),
+        ("cluster_queue", "VARCHAR"),
+        ("owner_kind", "VARCHAR"),
+        ("owner_name", "VARCHAR"),
+        ("owner_uid", "VARCHAR"),
+        ("priority", "BIGINT"),
+        ("active", "BOOLEAN"),
+        ("pod_sets", "INTEGER"),
+        ("pods_wanted", "INTEGER"),
+        ("min_count", "INTEGER"),
+        ("gpus_per_pod", "BIGINT"),
+        ("gpus_admitted", "BIGINT"),
+        ("flavor", "VARCHAR"),
+        ("created_at", "TIMESTAMP"),
+        ("quota_reserved", "BOOLEAN"),
+        ("quota_reserved_at", "TIMESTAMP"),
+        ("admitted", "BOOLEAN"),
+        ("admitted_at", "TIMESTAMP"),
+        ("pods_ready", "BOOLEAN"),
+        ("pods_ready_at", "TIMESTAMP"),
+        ("evicted", "BOOLEAN"),
+        ("evicted_at", "TIMESTAMP"),
+        ("evicted_reason", "VARCHAR"),
+        ("evicted_message", "VARCHAR"),
+        ("preempted", "BOOLEAN"),
+        ("eviction_count", "INTEGER"),
+        ("eviction_reasons", "VARCHAR"),
+        ("requeue_count", "INTEGER"),
+        ("requeue_at", "TIMESTAMP"),
+        ("finished", "BOOLEAN"),
+        ("finished_at", "TIMESTAMP"),
+        ("finished_reason", "VARCHAR"),
+        ("pending_message", "VARCHAR"),
+        ("source_file", "VARCHAR"),
+    ),
+    key=("uid",),
+    doc="Kueue Workloads with their conditions read: queue, ClusterQueue, owner, pod-set sizes, "
+    "when quota was reserved / admitted / PodsReady, evictions (reason: Preempted, "
+    "PodsReadyTimeout, ...), requeues and whether it finished. Condition times are the last "
+    "transitions (a re-admitted workload shows its latest admission).",
+)
+
+K8S_INGEST_WARNINGS = Table(
+    "k8s_ingest_warnings",
+    (
+        ("cluster", "VARCHAR"),
+        ("window_start", "TIMESTAMP"),
+        ("window_end", "TIMESTAMP"),
+        ("component", "VARCHAR"),
+        ("message", "VARCHAR"),
+    ),
+    key=("cluster", "window_start", "component", "message"),
+    doc="What a Kubernetes ingest window reported: absent metrics, unrecognised label "
+    "spellings, exporter label situations, server warnings.",
+)
+
+KUBERNETES_TABLES: tuple[Table, ...] = (
+    K8S_POD_ALLOCATION_PIECES,
+    K8S_POD_ALLOCATIONS,
+    K8S_POD_PHASES,
+    K8S_POD_GPUS,
+    K8S_NODE_CAPACITY_PIECES,
+    K8S_NODE_CAPACITY,
+    GPU_UTILIZATION,
+    GPU_BUSY_DAILY,
+    KUEUE_COUNTERS,
+    KUEUE_PENDING,
+    KUEUE_ADMISSION_WAIT,
+    KUEUE_ADMISSION_WAIT_BUCKETS,
+    KUEUE_QUEUE_RESOURCES,
+    KUEUE_WORKLOADS,
+    K8S_INGEST_WARNINGS,
+)
+
+CHARGEBACK = Table(
+    "chargeback",
+    (
+        ("period_kind", "VARCHAR"),
+        ("period", "VARCHAR"),
+        ("period_start", "DATE"),
+        ("cost_centre", "VARCHAR"),
+        ("team", "VARCHAR"),
+        ("person", "VARCHAR"),
+        ("domain", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),
+        ("rate_valid_from", "DATE"),
+        ("rate_per_gpu_hour", "DECIMAL(18,6)"),
+        ("currency", "VARCHAR"),
+        ("gpu_seconds", "BIGINT"),
+        ("gpu_hours", "DECIMAL(18,6)"),
+        ("allocations", "BIGINT"),
+        ("amount", "DECIMAL(18,2)"),
+    ),
+    key=("period_kind", "period", "cost_centre", "team", "person", "domain", "gpu_model",
+         "rate_valid_from", "rate_per_gpu_hour"),
+    doc="Invoice lines per period (day, ISO week, month) and owner; one rate per line, amount "
+    "rounded once per line.",
+)
+
 ALL_TABLES: tuple[Table, ...] = (
+    CHARGEBACK,
     ALLOCATIONS,
     REJECTS,
     SLURM_RUNS,
@@ -340,6 +679,7 @@ ALL_TABLES: tuple[Table, ...] = (
     SLURM_ACCOUNTS,
     RATE_CARD,
     KUEUE_WORKLOADS_RAW,
+    *KUBERNETES_TABLES,
 )
 
 

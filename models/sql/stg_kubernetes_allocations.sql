@@ -1,0 +1,153 @@
+-- stg_kubernetes_allocations
+-- Grain: one row per pod-uid GPU allocation interval (k8s_pod_allocations), before day splitting.
+-- Parameters: none (reads k8s_pod_allocations, k8s_pod_phases, k8s_pod_gpus, kueue_workloads,
+--   nodes).
+-- Columns: the common staging layout shared with stg_slurm_allocations (see models/build.py).
+-- source_key = pod uid (a pod recreated by a Job retry has a new uid: its own rows); name = pod.
+-- Identity inputs (docs/contracts.md): k8s_service_account 'namespace/sa', kueue_queue
+--   'namespace/localqueue' (the pod's kueue.x-k8s.io/queue-name label, else the Workload's
+--   spec.queueName), kueue_cluster_queue from the pod's Workload (its admission, else the
+--   ClusterQueue its LocalQueue points at in other admitted Workloads), pod_labels as
+--   'label=value' with kube-state-metrics label names without 'label_'.
+-- The pod's Workload: the Workload owned by the pod's controller (kind/name in its namespace),
+--   or by the pod itself (Kueue pod integration); the latest one created before the pod ran.
+-- outcome: 'preempted' / 'evicted' when the pod belongs to an admission of its Workload that
+--   ended in an eviction (every admission before the last one did; the last one did if the
+--   Workload is Evicted now); else the pod's terminal phase (succeeded / failed); else the
+--   Workload's Finished condition; else 'running' (no terminal state seen yet).
+-- gpu_uuids: GPUs dcgm-exporter labelled with the pod (same namespace, pod, node) during the
+--   interval; null when the exporter does not carry pod labels.
+WITH pods AS (
+    SELECT * FROM k8s_pod_allocations
+),
+
+workloads AS (
+    SELECT * FROM kueue_workloads
+),
+
+local_queues AS (
+    -- a LocalQueue points at one ClusterQueue; learnt from the Workloads admitted through it
+    SELECT
+        namespace,
+        queue_name,
+        arg_max(cluster_queue, coalesce(admitted_at, quota_reserved_at, created_at))
+            AS cluster_queue
+    FROM workloads
+    WHERE coalesce(cluster_queue, '') <> '' AND coalesce(queue_name, '') <> ''
+    GROUP BY ALL
+),
+
+pod_workload AS (
+    SELECT
+        p.cluster,
+        p.uid,
+        p.start_ts,
+        arg_max(w.uid, (w.created_at <= p.start_ts, w.created_at)) AS workload_uid
+    FROM pods AS p
+    INNER JOIN workloads AS w
+        ON w.namespace = p.namespace
+        AND (
+            (w.owner_kind = p.owner_kind AND w.owner_name = p.owner_name)
+            OR (w.owner_kind = 'Pod' AND w.owner_name = p.pod)
+        )
+    GROUP BY ALL
+),
+
+gpus AS (
+    SELECT
+        p.cluster,
+        p.uid,
+        p.start_ts,
+        list_sort(list(DISTINCT g.gpu_uuid)) AS gpu_uuids
+    FROM pods AS p
+    INNER JOIN k8s_pod_gpus AS g
+        ON g.cluster = p.cluster
+        AND g.namespace = p.namespace
+        AND g.pod = p.pod
+        AND g.node = p.node
+        AND g.first_seen < p.end_ts
+        AND g.last_seen > p.start_ts
+    GROUP BY ALL
+),
+
+node_models AS (
+    SELECT node, arg_max(gpu_model, cluster) AS gpu_model, arg_max(pool, cluster) AS pool
+    FROM nodes
+    GROUP BY node
+),
+
+joined AS (
+    SELECT
+        p.*,
+        w.name AS workload_name,
+        w.queue_name AS workload_queue,
+        coalesce(nullif(w.cluster_queue, ''), lq.cluster_queue) AS workload_cluster_queue,
+        w.evicted,
+        w.evicted_reason,
+        w.eviction_count,
+        w.admitted_at,
+        w.finished,
+        w.finished_at,
+        w.finished_reason,
+        ph.phase,
+        g.gpu_uuids,
+        n.gpu_model,
+        n.pool
+    FROM pods AS p
+    LEFT JOIN pod_workload AS pw
+        ON pw.cluster = p.cluster AND pw.uid = p.uid AND pw.start_ts = p.start_ts
+    LEFT JOIN workloads AS w ON w.uid = pw.workload_uid
+    LEFT JOIN local_queues AS lq
+        ON lq.namespace = p.namespace
+        AND lq.queue_name = coalesce(nullif(p.queue_name, ''), w.queue_name)
+    LEFT JOIN k8s_pod_phases AS ph ON ph.cluster = p.cluster AND ph.uid = p.uid
+    LEFT JOIN gpus AS g ON g.cluster = p.cluster AND g.uid = p.uid AND g.start_ts = p.start_ts
+    LEFT JOIN node_models AS n ON n.node = p.node
+),
+
+final AS (
+    SELECT
+        'kubernetes' AS domain,
+        cluster,
+        uid AS source_key,
+        coalesce(workload_name, owner_name) AS job_id,
+        pod AS name,
+        node,
+        gpu_model,
+        gpus,
+        gpu_uuids,
+        start_ts,
+        end_ts,
+        CAST(NULL AS VARCHAR) AS slurm_user,
+        CAST(NULL AS VARCHAR) AS slurm_account,
+        pool,
+        CAST(NULL AS VARCHAR) AS qos,
+        namespace AS k8s_namespace,
+        CASE WHEN coalesce(service_account, '') <> ''
+            THEN namespace || '/' || service_account END AS k8s_service_account,
+        CASE WHEN coalesce(nullif(queue_name, ''), workload_queue, '') <> ''
+            THEN namespace || '/' || coalesce(nullif(queue_name, ''), workload_queue)
+        END AS kueue_queue,
+        nullif(workload_cluster_queue, '') AS kueue_cluster_queue,
+        CASE WHEN labels IS NOT NULL THEN list_sort(list_transform(
+            map_entries(json_transform(labels, '"MAP(VARCHAR, VARCHAR)"')),
+            e -> e.key || '=' || e.value
+        )) END AS pod_labels,
+        CASE
+            WHEN coalesce(eviction_count, 0) > 0
+                AND (evicted OR (admitted_at IS NOT NULL AND start_ts < admitted_at))
+                THEN CASE WHEN evicted_reason = 'Preempted' THEN 'preempted' ELSE 'evicted' END
+            WHEN phase = 'Succeeded' THEN 'succeeded'
+            WHEN phase = 'Failed' THEN 'failed'
+            WHEN finished AND finished_reason IN ('Succeeded', 'Failed')
+                THEN lower(finished_reason)
+            ELSE 'running'
+        END AS outcome,
+        FALSE AS is_bridge,
+        'kube-state-metrics ' || namespace || '/' || pod || ' uid ' || uid || ': '
+            || samples || ' Running samples every ' || scrape_interval_s || ' s' AS evidence
+    FROM joined
+)
+
+SELECT * FROM final
+WHERE end_ts > start_ts
