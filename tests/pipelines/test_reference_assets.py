@@ -3,23 +3,12 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
-from pipelines.definitions import defs as load_defs
-from pipelines.defs.resources import LedgerResource, WorldFilesResource
-from pipelines.defs.slurm.resources import slurm_source_from_environment
-from tests.helpers import copy_tiny_world
+from tests.helpers import copy_tiny_world, materialize_world
 
 
 def _materialize(db: Path, world: Path) -> dg.ExecuteInProcessResult:
-    defs = load_defs()
-    return dg.materialize(
-        [*defs.assets, *(defs.asset_checks or [])],
-        resources={
-            "ledger": LedgerResource(database=str(db)),
-            "world": WorldFilesResource(root=str(world)),
-            "slurm": slurm_source_from_environment(str(world)),
-        },
-        selection=dg.AssetSelection.groups("reference", "kubernetes", "serving"),
-    )
+    selection = dg.AssetSelection.groups("reference", "kubernetes", "serving")
+    return materialize_world(db, world, selection)
 
 
 def _table_counts(db: Path) -> dict[str, int]:

@@ -3,26 +3,14 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
-from pipelines.definitions import defs as load_defs
-from pipelines.defs.resources import LedgerResource, WorldFilesResource
-from pipelines.defs.slurm.resources import slurm_source_from_environment
-from tests.helpers import copy_tiny_world
+from tests.helpers import copy_tiny_world, materialize_world
 
 DAY = "2026-11-30"  # the day of the real Slurm capture in the tiny world
 
 
 def _run(db: Path, world: Path) -> dg.ExecuteInProcessResult:
-    defs = load_defs()
-    return dg.materialize(
-        [*defs.assets, *(defs.asset_checks or [])],
-        resources={
-            "ledger": LedgerResource(database=str(db)),
-            "world": WorldFilesResource(root=str(world)),
-            "slurm": slurm_source_from_environment(str(world)),
-        },
-        selection=dg.AssetSelection.assets("slurm_jobs", "slurm_steps", "sreport_gpu"),
-        partition_key=DAY,
-    )
+    selection = dg.AssetSelection.assets("slurm_jobs", "slurm_steps", "sreport_gpu")
+    return materialize_world(db, world, selection, partition_key=DAY)
 
 
 def _dump(db: Path) -> dict[str, list[tuple]]:
