@@ -76,7 +76,7 @@ def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
         ("workloads", service.import_workloads, (world_dir / "kueue" / "workloads.json",)),
     ]
     sacct = world_dir / "sacct" / "sacct-unitsep-epoch.txt"
-    metrics = _world_metrics(world_dir)
+    metrics = _world_metrics(world_dir) if "window" in world else None
     total = len(steps) + (1 if sacct.exists() else 0) + (1 if metrics is not None else 0)
     with connect(settings.db) as con:
         for number, (label, load, load_args) in enumerate(steps, start=1):
@@ -89,7 +89,7 @@ def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
             end = _parse_time(str(world["window"]["end"])) if "window" in world else None
             result = slurm_ingest.import_sacct_file(con, sacct, observed_until=end)
             print(result.summary(), file=sys.stderr)
-        if metrics is not None and "window" in world:
+        if metrics is not None:
             number += 1
             print(f"[{number}/{total}] loading Kubernetes metrics ({metrics.name}) and Workload "
                   "conditions", file=sys.stderr)
@@ -99,6 +99,7 @@ def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
                 _parse_time(str(world["window"]["end"])), cluster=cluster,
                 lookback=k8s_ingest.DEFAULT_LOOKBACK, scrape_interval=None,
                 workloads=workloads if workloads.exists() else None, indent="  ",
+                max_warnings=2,
             )
         publish_snapshot(con, settings.db)
     return EXIT_OK
@@ -115,17 +116,19 @@ def _world_metrics(world_dir: Path) -> Path | None:
 def _ingest_kubernetes_days(
     con: duckdb.DuckDBPyConnection, source: MetricsSource, start: datetime, end: datetime, *,
     cluster: str, lookback: timedelta, scrape_interval: timedelta | None,
-    workloads: Path | None, indent: str = "",
+    workloads: Path | None, indent: str = "", max_warnings: int = 8,
 ) -> None:
     """Ingest ``[start, end)`` day by day (progress lines on stderr), then the Workloads."""
-    days = slurm_ingest.daily_windows(start, end)
+    days = k8s_ingest.daily_windows(start, end)
     for number, (day_start, day_end) in enumerate(days, start=1):
-        print(f"{indent}[{number}/{len(days)}] prometheus {day_start:%Y-%m-%d}", file=sys.stderr)
+        counter = f"day {number}/{len(days)}" if indent else f"[{number}/{len(days)}]"
+        print(f"{indent}{counter} prometheus {day_start:%Y-%m-%d}", file=sys.stderr)
         load = k8s_ingest.ingest_kubernetes_window(
             con, source, day_start, day_end, lookback=lookback, cluster=cluster,
             scrape_interval=scrape_interval,
         )
-        print(f"{indent}  " + load.summary().replace("\n", f"\n{indent}  "), file=sys.stderr)
+        text = load.summary(max_warnings)
+        print(f"{indent}  " + text.replace("\n", f"\n{indent}  "), file=sys.stderr)
     if workloads is not None:
         result = k8s_ingest.import_workload_conditions(con, workloads)
         print(f"{indent}{result.summary()}", file=sys.stderr)

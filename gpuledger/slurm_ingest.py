@@ -6,9 +6,14 @@ otherwise changes nothing. A run still going is charged up to ``observed_until``
 backwards when an older window is re-ingested.
 """
 
+import queue
+import threading
+import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import duckdb
 import polars as pl
@@ -16,13 +21,26 @@ import polars as pl
 from connectors.errors import Reject, rejects_frame
 from connectors.slurm.commands import CommandRunner
 from connectors.slurm.fields import SACCT_ENVIRONMENT, sacct_command
-from connectors.slurm.parse import SacctParse, allocations_per_node, parse_sacct
+from connectors.slurm.parse import (
+    SacctBatch,
+    SacctParse,
+    allocations_per_node,
+    iter_sacct_batches,
+    parse_sacct,
+)
 from connectors.slurm.sreport import (
     parse_account_utilization_by_user,
     parse_cluster_utilization,
 )
 from models import schema
-from models.runner import record_ingest, replace_rows, transaction, upsert_rows
+from models.runner import (
+    append_rows,
+    is_empty,
+    record_ingest,
+    replace_rows,
+    transaction,
+    upsert_rows,
+)
 
 SREPORT_TRES = "gres/gpu"
 
@@ -90,30 +108,8 @@ def store_sacct(
         pl.coalesce(pl.col("end"), pl.lit(until, dtype=pl.Datetime("us"))).alias("observed_until")
     )
     per_node = allocations_per_node(parsed.runs, node_models(con))
-    keys = runs.select("run_key")
     with transaction(con):
-        con.register("_incoming_runs_keys", keys.to_arrow())
-        previous = con.execute(
-            "SELECT run_key, observed_until FROM slurm_runs "
-            "WHERE run_key IN (SELECT run_key FROM _incoming_runs_keys) AND \"end\" IS NULL"
-        ).pl()
-        con.unregister("_incoming_runs_keys")
-        upsert_rows(con, schema.SLURM_RUNS, runs, key=("run_key",), atomic=False)
-        if previous.height:
-            # a re-ingest of an older window must not shorten a run already seen going longer
-            con.register("_previous_until", previous.to_arrow())
-            con.execute(
-                "UPDATE slurm_runs AS t SET observed_until = p.observed_until "
-                "FROM _previous_until AS p WHERE t.run_key = p.run_key AND t.\"end\" IS NULL "
-                "AND p.observed_until > t.observed_until"
-            )
-            con.unregister("_previous_until")
-        # a run's per-node rows are replaced whole, also when it now holds no GPU row
-        con.register("_incoming_runs_keys", keys.to_arrow())
-        con.execute("DELETE FROM slurm_node_allocations "
-                    "WHERE run_key IN (SELECT run_key FROM _incoming_runs_keys)")
-        con.unregister("_incoming_runs_keys")
-        replace_rows(con, schema.SLURM_NODE_ALLOCATIONS, per_node, where="FALSE", atomic=False)
+        _upsert_runs(con, runs, per_node, fresh=_fresh(con))
         upsert_rows(con, schema.SLURM_STEPS, parsed.steps,
                     key=("cluster", "step_job_id", "start"), atomic=False)
         replace_rows(
@@ -129,6 +125,231 @@ def store_sacct(
                      tuple(parsed.rejects), parsed.lines_read)
 
 
+def _fresh(con: duckdb.DuckDBPyConnection) -> dict[str, bool]:
+    """Which of the Slurm tables are empty (then nothing in them needs replacing)."""
+    tables = (schema.SLURM_RUNS, schema.SLURM_STEPS, schema.SLURM_NODE_ALLOCATIONS)
+    return {t.name: is_empty(con, t) for t in tables}
+
+
+def _upsert_runs(con: duckdb.DuckDBPyConnection, runs: pl.DataFrame, per_node: pl.DataFrame,
+                 *, fresh: dict[str, bool]) -> pl.DataFrame:  # fmt: skip
+    """Replace the runs of ``runs`` (and all their per-node rows) inside the open transaction.
+
+    Returns the ``observed_until`` that runs still going had before (``run_key``,
+    ``observed_until``), for :func:`_keep_longer_until`.
+    """
+    previous = pl.DataFrame(schema={"run_key": pl.String, "observed_until": pl.Datetime("us")})
+    view = f"_incoming_runs_keys_{uuid.uuid4().hex}"
+    touch_runs = not fresh[schema.SLURM_RUNS.name] and runs.height > 0
+    touch_nodes = not fresh[schema.SLURM_NODE_ALLOCATIONS.name] and runs.height > 0
+    if touch_runs or touch_nodes:
+        con.register(view, runs.select("run_key").to_arrow())
+    try:
+        if touch_runs:
+            previous = con.execute(
+                f"SELECT run_key, observed_until FROM slurm_runs WHERE run_key IN "
+                f"(SELECT run_key FROM {view}) AND \"end\" IS NULL"
+            ).pl()
+            con.execute(f"DELETE FROM slurm_runs WHERE run_key IN (SELECT run_key FROM {view})")
+        append_rows(con, schema.SLURM_RUNS, runs)
+        _keep_longer_until(con, previous)
+        # a run's per-node rows are replaced whole, also when it now holds no GPU row
+        if touch_nodes:
+            con.execute("DELETE FROM slurm_node_allocations "
+                        f"WHERE run_key IN (SELECT run_key FROM {view})")  # fmt: skip
+        append_rows(con, schema.SLURM_NODE_ALLOCATIONS, per_node)
+    finally:
+        if touch_runs or touch_nodes:
+            con.unregister(view)
+    return previous
+
+
+def _keep_longer_until(con: duckdb.DuckDBPyConnection, previous: pl.DataFrame) -> None:
+    """A re-ingest of an older window must not shorten a run already seen going longer."""
+    if previous.height == 0:
+        return
+    view = f"_previous_until_{uuid.uuid4().hex}"
+    con.register(view, previous.to_arrow())
+    try:
+        con.execute(
+            f"UPDATE slurm_runs AS t SET observed_until = p.observed_until FROM {view} AS p "
+            "WHERE t.run_key = p.run_key AND t.\"end\" IS NULL "
+            "AND p.observed_until > t.observed_until"
+        )
+    finally:
+        con.unregister(view)
+
+
+class _NotStreamable(Exception):
+    """The dump cannot be loaded batch by batch (see :class:`SacctBatch`); parse it whole."""
+
+
+_T = TypeVar("_T")
+
+
+class _Prefetch(Generic[_T]):
+    """Iterate ``items`` in a background thread, ``depth`` items ahead, so that parsing the next
+    batch (Polars, GIL released) overlaps loading this one (DuckDB, GIL released).
+
+    Use as a context manager: leaving it (also on an error) stops and joins the thread; an
+    exception of the producer is raised in the consumer.
+    """
+
+    _DONE = object()
+
+    def __init__(self, items: Iterable[_T], depth: int = 1) -> None:
+        self._items = items
+        self._queue: queue.Queue[tuple[bool, object]] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sacct-parse", daemon=True)
+
+    def _put(self, item: tuple[bool, object]) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+            except queue.Full:
+                continue
+            return True
+        return False
+
+    def _run(self) -> None:
+        try:
+            for item in self._items:
+                if not self._put((True, item)):
+                    return
+        except BaseException as exc:  # handed over to the consumer
+            self._put((False, exc))
+            return
+        self._put((True, self._DONE))
+
+    def __enter__(self) -> Iterator[_T]:
+        self._thread.start()
+        return self._iterate()
+
+    def _iterate(self) -> Iterator[_T]:
+        while True:
+            ok, value = self._queue.get()
+            if not ok:
+                assert isinstance(value, BaseException)
+                raise value
+            if value is self._DONE:
+                return
+            yield value  # type: ignore[misc]
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass
+class _Streamed:
+    """What :func:`_stream_sacct_file` has loaded so far."""
+
+    runs: int = 0
+    steps: int = 0
+    nodes: int = 0
+    lines: int = 0
+    latest: datetime | None = None
+    rejects: list[Reject] = field(default_factory=list)
+    previous: list[pl.DataFrame] = field(default_factory=list)
+    going: list[pl.Series] = field(default_factory=list)  # runs still going: until set at the end
+    base_keys: list[pl.Series] = field(default_factory=list)
+    step_keys: list[pl.DataFrame] = field(default_factory=list)
+
+
+def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter: str | None,
+                       timezone: str, observed_until: datetime | None) -> SlurmLoad:  # fmt: skip
+    """:func:`import_sacct_file` batch by batch: parse the next batch while loading this one.
+
+    Same result as :func:`store_sacct` of :func:`parse_sacct`, or :class:`_NotStreamable` (inside
+    the transaction, so nothing is written) when the batches are not independent.
+    """
+    source_file = str(path)
+    given = _utc_naive(observed_until) if observed_until else None
+    done = _Streamed()
+    with transaction(con):
+        models = node_models(con)
+        fresh = _fresh(con)
+        con.execute("DELETE FROM rejects WHERE source = 'sacct' AND source_file = ?",
+                    [source_file])  # fmt: skip
+        batches = iter_sacct_batches(path, delimiter=delimiter, timezone=timezone,
+                                     source_file=source_file)  # fmt: skip
+        with _Prefetch(batches) as stream:
+            for batch in stream:
+                _load_batch(con, batch, done, given, models, fresh)
+        # requeued runs sharing a key in two batches are numbered over the whole dump; a step key
+        # in two batches would have replaced this load's own row: both need the whole dump
+        if len(done.base_keys) > 1 and pl.concat(done.base_keys).is_duplicated().any():
+            raise _NotStreamable
+        if len(done.step_keys) > 1 and pl.concat(done.step_keys).is_duplicated().any():
+            raise _NotStreamable
+        if given is None and done.going:
+            _settle_going(con, pl.concat(done.going), done.latest)
+        for p in done.previous:
+            _keep_longer_until(con, p)
+        append_rows(con, schema.REJECTS, rejects_frame(done.rejects))
+        record_ingest(
+            con, source="sacct", partition_key=source_file, window_start=None, window_end=None,
+            rows_loaded=done.runs + done.steps, rows_rejected=len(done.rejects), atomic=False,
+        )
+    return SlurmLoad("sacct", done.runs, done.steps, done.nodes, tuple(done.rejects), done.lines)
+
+
+def _load_batch(con: duckdb.DuckDBPyConnection, batch: SacctBatch, done: _Streamed,
+                given: datetime | None, models: dict[str, str],
+                fresh: dict[str, bool]) -> None:  # fmt: skip
+    if not batch.complete:
+        raise _NotStreamable
+    done.latest = _later(done.latest, _latest_instant(batch))
+    runs = batch.runs.with_columns(
+        pl.coalesce(pl.col("end"), pl.lit(given or done.latest, dtype=pl.Datetime("us")))
+        .alias("observed_until")
+    )  # fmt: skip
+    per_node = allocations_per_node(batch.runs, models)
+    done.previous.append(_upsert_runs(con, runs, per_node, fresh=fresh))
+    if fresh[schema.SLURM_STEPS.name]:
+        append_rows(con, schema.SLURM_STEPS, batch.steps)
+    else:
+        upsert_rows(con, schema.SLURM_STEPS, batch.steps,
+                    key=("cluster", "step_job_id", "start"), atomic=False)  # fmt: skip
+        done.step_keys.append(batch.steps.select("cluster", "step_job_id", "start").unique())
+    done.going.append(batch.runs.filter(pl.col("end").is_null())["run_key"])
+    done.base_keys.append(batch.base_keys)
+    done.rejects.extend(batch.rejects)
+    done.runs += batch.runs.height
+    done.steps += batch.steps.height
+    done.nodes += per_node.height
+    done.lines += batch.lines_read
+
+
+def _latest_instant(batch: SacctBatch) -> datetime | None:
+    return batch.runs.select(
+        pl.max_horizontal(pl.col("submit").max(), pl.col("start").max(), pl.col("end").max())
+    ).item()
+
+
+def _later(a: datetime | None, b: datetime | None) -> datetime | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return max(a, b)
+
+
+def _settle_going(con: duckdb.DuckDBPyConnection, keys: pl.Series | None,
+                  until: datetime | None) -> None:  # fmt: skip
+    """Runs still going are charged up to the dump's latest instant, known only at its end."""
+    if keys is None or keys.len() == 0:
+        return
+    view = f"_going_{uuid.uuid4().hex}"
+    con.register(view, keys.to_frame("run_key").to_arrow())
+    try:
+        con.execute(
+            f"UPDATE slurm_runs SET observed_until = ? WHERE run_key IN "
+            f"(SELECT run_key FROM {view}) AND \"end\" IS NULL", [until],
+        )  # fmt: skip
+    finally:
+        con.unregister(view)
+
+
 def import_sacct_file(
     con: duckdb.DuckDBPyConnection,
     path: Path,
@@ -137,7 +358,17 @@ def import_sacct_file(
     timezone: str = "UTC",
     observed_until: datetime | None = None,
 ) -> SlurmLoad:
-    """Load a sacct dump a site exported (any field order, delimiter from the header)."""
+    """Load a sacct dump a site exported (any field order, delimiter from the header).
+
+    The dump is parsed and loaded batch by batch (bounded memory, parsing overlapped with
+    loading) in one transaction; a dump whose batches are not independent (steps away from
+    their allocation line, requeued runs sharing a key far apart) is parsed whole instead.
+    """
+    try:
+        return _stream_sacct_file(con, path, delimiter=delimiter, timezone=timezone,
+                                  observed_until=observed_until)  # fmt: skip
+    except _NotStreamable:
+        pass
     parsed = parse_sacct(path, delimiter=delimiter, timezone=timezone, source_file=str(path))
     return store_sacct(con, parsed, source_file=str(path), observed_until=observed_until,
                        partition_key=str(path))

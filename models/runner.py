@@ -78,15 +78,31 @@ def replace_rows(
     if atomic:
         with transaction(con):
             return replace_rows(con, target, frame, where=where, params=params, atomic=False)
+    if where.strip().upper() != "FALSE":
+        con.execute(f"DELETE FROM {target.name} WHERE {where}", list(params))
+    return append_rows(con, target, frame)
+
+
+def append_rows(con: duckdb.DuckDBPyConnection, target: Table, frame: pl.DataFrame) -> int:
+    """Insert ``frame`` (its columns of ``target``, by name) as it is: one Arrow scan, no delete.
+
+    Joins whatever transaction is open on ``con``.
+    """
+    if frame.height == 0:
+        return 0
     view = f"_incoming_{uuid.uuid4().hex}"
     cols = ", ".join(f'"{c}"' for c in target.column_names)
-    con.execute(f"DELETE FROM {target.name} WHERE {where}", list(params))
     con.register(view, frame.select(target.column_names).to_arrow())
     try:
         con.execute(f"INSERT INTO {target.name} ({cols}) SELECT {cols} FROM {view}")
     finally:
         con.unregister(view)
     return frame.height
+
+
+def is_empty(con: duckdb.DuckDBPyConnection, target: Table) -> bool:
+    """Whether ``target`` has no row (as the open transaction sees it)."""
+    return con.execute(f"SELECT 1 FROM {target.name} LIMIT 1").fetchone() is None
 
 
 def upsert_rows(
@@ -104,6 +120,10 @@ def upsert_rows(
     if atomic:
         with transaction(con):
             return upsert_rows(con, target, frame, key=key, atomic=False)
+    if frame.height == 0:
+        return 0
+    if is_empty(con, target):  # nothing to replace: skip the semi-join
+        return append_rows(con, target, frame)
     view = f"_keys_{uuid.uuid4().hex}"
     quoted = ", ".join(f'"{c}"' for c in key)
     con.register(view, frame.select(list(key)).to_arrow())

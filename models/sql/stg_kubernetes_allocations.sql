@@ -10,7 +10,9 @@
 --   ClusterQueue its LocalQueue points at in other admitted Workloads), pod_labels as
 --   'label=value' with kube-state-metrics label names without 'label_'.
 -- The pod's Workload: the Workload owned by the pod's controller (kind/name in its namespace),
---   or by the pod itself (Kueue pod integration); the latest one created before the pod ran.
+--   by the pod itself (Kueue pod integration), by its JobSet (jobset.sigs.k8s.io/jobset-name
+--   label), or named by its kueue.x-k8s.io/pod-group-name or prebuilt-workload-name label; the
+--   latest one created before the pod ran.
 -- outcome: 'preempted' / 'evicted' when the pod belongs to an admission of its Workload that
 --   ended in an eviction (every admission before the last one did; the last one did if the
 --   Workload is Evicted now); else the pod's terminal phase (succeeded / failed); else the
@@ -37,19 +39,45 @@ local_queues AS (
     GROUP BY ALL
 ),
 
-pod_workload AS (
-    SELECT
-        p.cluster,
-        p.uid,
-        p.start_ts,
-        arg_max(w.uid, (w.created_at <= p.start_ts, w.created_at)) AS workload_uid
+candidate_workloads AS (
+    -- owned by the pod's controller (Job, ...) or by the pod itself (pod integration)
+    SELECT p.cluster, p.uid, p.start_ts, w.uid AS workload_uid, w.created_at
+    FROM pods AS p
+    INNER JOIN workloads AS w
+        ON w.namespace = p.namespace AND w.owner_kind = p.owner_kind
+        AND w.owner_name = p.owner_name
+    UNION ALL
+    SELECT p.cluster, p.uid, p.start_ts, w.uid, w.created_at
+    FROM pods AS p
+    INNER JOIN workloads AS w
+        ON w.namespace = p.namespace AND w.owner_kind = 'Pod' AND w.owner_name = p.pod
+    UNION ALL
+    -- a JobSet's pods are owned by its Jobs; the Workload by the JobSet
+    SELECT p.cluster, p.uid, p.start_ts, w.uid, w.created_at
+    FROM pods AS p
+    INNER JOIN workloads AS w
+        ON w.namespace = p.namespace AND w.owner_kind = 'JobSet'
+        AND w.owner_name = json_extract_string(p.labels, '$.jobset_sigs_k8s_io_jobset_name')
+    UNION ALL
+    -- pod groups and prebuilt Workloads are named by a pod label
+    SELECT p.cluster, p.uid, p.start_ts, w.uid, w.created_at
     FROM pods AS p
     INNER JOIN workloads AS w
         ON w.namespace = p.namespace
-        AND (
-            (w.owner_kind = p.owner_kind AND w.owner_name = p.owner_name)
-            OR (w.owner_kind = 'Pod' AND w.owner_name = p.pod)
+        AND w.name = coalesce(
+            json_extract_string(p.labels, '$.kueue_x_k8s_io_pod_group_name'),
+            json_extract_string(p.labels, '$.kueue_x_k8s_io_prebuilt_workload_name')
         )
+),
+
+pod_workload AS (
+    -- the latest Workload created before the pod ran
+    SELECT
+        cluster,
+        uid,
+        start_ts,
+        arg_max(workload_uid, (created_at <= start_ts, created_at)) AS workload_uid
+    FROM candidate_workloads
     GROUP BY ALL
 ),
 

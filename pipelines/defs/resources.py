@@ -8,6 +8,7 @@ import duckdb
 from dagster_duckdb import DuckDBResource
 
 from models.runner import ensure_schema, publish_snapshot
+from pipelines.defs.kubernetes.resources import kubernetes_source_from_environment
 from pipelines.defs.slurm.resources import slurm_source_from_environment
 
 
@@ -44,5 +45,6 @@ def resources() -> dg.Definitions:
             ),
             "world": WorldFilesResource(root=world_root),
             "slurm": slurm_source_from_environment(world_root),
+            "kubernetes": kubernetes_source_from_environment(world_root),
         }
     )

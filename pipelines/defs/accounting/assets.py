@@ -9,7 +9,8 @@ from pipelines.defs.resources import LedgerResource
     partitions_def=daily_partitions,
     group_name="accounting",
     kinds={"duckdb", "sql"},
-    deps=["slurm_jobs", "identity_map", "slurm_accounts", "gpu_inventory"],
+    deps=["slurm_jobs", "identity_map", "slurm_accounts", "gpu_inventory",
+          "k8s_pod_allocations", "kueue_workloads"],
     description="The ledger for one UTC day: every charged allocation interval per node, cut at "
     "midnight, with its resolved person, team and cost centre.",
 )

@@ -1,0 +1,747 @@
+"""Kubernetes ingest: Prometheus raw samples (or their OpenMetrics fixture twin) into the ledger.
+
+One call of :func:`ingest_kubernetes_window` handles one window ``[start, end)`` (the CLI and the
+Dagster assets use UTC days) and shares every line with both sources (``MetricsSource``):
+
+1. **Read everything first.** Pod GPU allocation intervals and node GPU capacity
+   (kube-state-metrics, ``connectors/kubernetes/ksm.py``), terminal pod phases, per-GPU busy
+   fractions per minute and busy seconds per UTC day (dcgm-exporter, ``dcgm.py``) and Kueue's
+   counters, pending gauges, admission-wait histogram and quota gauges (``kueue_metrics.py``).
+   Identical raw reads inside one call are served once (utilization and busy seconds read the
+   same DCGM series).
+2. **Write in one transaction.** If the source fails at any point (Prometheus killed, a timeout
+   after the retries) nothing of the window is written and the exception propagates; re-running
+   the window completes it. A metric that is absent is no failure: its tables get nothing for the
+   window and a warning is returned (and stored in ``k8s_ingest_warnings``).
+
+Scrape interval and look-back. The KSM interval convention (``[first Running sample, last Running
+sample + interval)``) needs the scrape interval Δ, and joining intervals across window edges needs
+the samples from just before ``start``. Δ is inferred once per window from
+``kube_node_status_capacity`` over ``[start - lookback, end)`` (median spacing; falls back to the
+pods' own spacing) unless given, and passed to the readers, which then read ``2 Δ`` before
+``start``: an interval running across ``start`` begins exactly at ``start``. ``lookback`` (default
+1 h, at least 2 Δ) is also the baseline period of Kueue's counters and how far after ``end``
+terminal pod phases are looked for (a pod finishing just before ``end`` shows ``Succeeded`` at
+the next scrape).
+
+Pod intervals across windows. Each window stores its pieces (``k8s_pod_allocation_pieces``,
+clipped to the window) replacing the window's previous pieces; ``k8s_pod_allocations`` is then
+rebuilt for the pods concerned by merging touching pieces of the same uid, node and GPU count.
+So a pod running across midnight is ONE row after both days are ingested, in any order, and
+re-ingesting a window changes nothing. Node capacity is handled the same way.
+
+Minute buckets (``gpu_utilization``) are aligned to the epoch: a window is widened to whole
+buckets and those are replaced. ``gpu_busy_daily`` and the hourly Kueue tables are computed for
+the whole UTC days the window touches and those days are replaced (so a sub-day window re-reads
+its day: the results never depend on where windows were cut).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from connectors.errors import rejects_frame
+from connectors.kubernetes.dcgm import gpu_busy_seconds_daily, gpu_utilization
+from connectors.kubernetes.ksm import (
+    GPU_RESOURCE,
+    QUEUE_LABEL,
+    infer_intervals,
+    node_gpu_capacity,
+    pod_gpu_allocations,
+    read_for_uids,
+)
+from connectors.kubernetes.kueue_metrics import KueueMetrics, read_kueue_metrics
+from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.records import TS, label
+from connectors.kubernetes.workload_snapshot import read_workload_snapshot
+from gpuledger.service import LoadResult
+from models import schema
+from models.runner import record_ingest, replace_rows, transaction
+
+DEFAULT_LOOKBACK = timedelta(hours=1)
+GRAIN = timedelta(minutes=1)  # gpu_utilization buckets
+KUEUE_WINDOW = timedelta(hours=1)  # Kueue tables
+TERMINAL_PHASES = ("Succeeded", "Failed", "Unknown")
+INGEST_SOURCE = "kubernetes"
+_US = 1_000_000
+
+POD_ENTITY = ("uid",)
+POD_SAME = ("namespace", "pod", "node", "gpus")
+POD_ATTRIBUTES = ("service_account", "labels", "queue_name", "owner_kind", "owner_name")
+NODE_ENTITY = ("node",)
+NODE_SAME = ("capacity_gpus", "allocatable_gpus", "unschedulable")
+_QUEUE_LIKE = re.compile(r"(?i)queue")
+
+
+@dataclass(frozen=True)
+class KubernetesLoad:
+    """What one Kubernetes ingest window did."""
+
+    cluster: str
+    window_start: datetime
+    window_end: datetime
+    scrape_interval_s: float | None
+    pod_intervals: int  # pieces of this window
+    pods: int  # distinct pod uids holding GPUs in the window
+    node_intervals: int
+    utilization_rows: int
+    busy_days: int
+    kueue_rows: int
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def rows(self) -> int:
+        return (self.pod_intervals + self.node_intervals + self.utilization_rows
+                + self.busy_days + self.kueue_rows)
+
+    def summary(self, max_warnings: int = 8) -> str:
+        interval = (f"{self.scrape_interval_s:g} s" if self.scrape_interval_s is not None
+                    else "unknown")
+        text = (
+            f"kubernetes {self.cluster} {self.window_start:%Y-%m-%d %H:%M}.."
+            f"{self.window_end:%Y-%m-%d %H:%M}: {self.pods} GPU pods in {self.pod_intervals} "
+            f"intervals, {self.node_intervals} node capacity intervals, {self.utilization_rows} "
+            f"GPU-minute rows, {self.busy_days} GPU-days busy, {self.kueue_rows} Kueue rows "
+            f"(scrape interval {interval}), {len(self.warnings)} warnings"
+        )
+        for w in self.warnings[:max_warnings]:
+            text += f"\n  warning: {w}"
+        if len(self.warnings) > max_warnings:
+            text += (f"\n  … and {len(self.warnings) - max_warnings} more warnings (see "
+                     "k8s_ingest_warnings)")
+        return text
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _utc_naive(value: datetime) -> datetime:
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def floor_to(value: datetime, step: timedelta) -> datetime:
+    """`value` rounded down to a multiple of `step` since the epoch."""
+    epoch = datetime(1970, 1, 1)
+    return epoch + step * ((value - epoch) // step)
+
+
+def ceil_to(value: datetime, step: timedelta) -> datetime:
+    floor = floor_to(value, step)
+    return floor if floor == value else floor + step
+
+
+def daily_windows(start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
+    """``[start, end)`` split at UTC midnights."""
+    start, end = _utc_naive(start), _utc_naive(end)
+    if end <= start:
+        msg = f"expected an end after the start, found {start:%F %T} .. {end:%F %T}"
+        raise ValueError(msg)
+    out = []
+    cursor = start
+    while cursor < end:
+        midnight = floor_to(cursor, timedelta(days=1)) + timedelta(days=1)
+        out.append((cursor, min(midnight, end)))
+        cursor = min(midnight, end)
+    return out
+
+
+class _MemoSource:
+    """A `MetricsSource` that answers repeated identical reads from memory (one ingest call)."""
+
+    def __init__(self, source: MetricsSource) -> None:
+        self.source = source
+        self._raw: dict[tuple[str, datetime, datetime], pl.DataFrame] = {}
+
+    def raw_samples(self, selector: str, start: datetime, end: datetime) -> pl.DataFrame:
+        key = (selector, start, end)
+        hit = self._raw.get(key)
+        if hit is None:
+            hit = self.source.raw_samples(selector, start, end)
+            self._raw[key] = hit
+        return hit
+
+    def series(self, match: str, start: datetime, end: datetime) -> pl.DataFrame:
+        return self.source.series(match, start, end)
+
+
+def infer_scrape_interval(
+    source: MetricsSource, start: datetime, end: datetime, lookback: timedelta
+) -> timedelta | None:
+    """kube-state-metrics' scrape interval: median spacing of its samples near the window."""
+    probes = (
+        (f'kube_node_status_capacity{{resource="{GPU_RESOURCE}"}}', start - lookback, end),
+        (f'kube_pod_container_resource_requests{{resource="{GPU_RESOURCE}"}}',
+         start - lookback, min(end, start + lookback)),
+    )
+    for selector, a, b in probes:
+        frame = source.raw_samples(selector, a, b)
+        if frame.height < 2:
+            continue
+        labels = [c for c in frame.columns if c not in ("ts", "value")]
+        ids = frame.select(labels).unique(maintain_order=True).with_row_index("_sid")
+        with_ids = frame.join(ids, on=labels, how="left", nulls_equal=True)
+        per_series = infer_intervals(with_ids.select("_sid", "ts"), ["_sid"])
+        if per_series.height:
+            value = per_series["interval"].median()
+            if isinstance(value, timedelta) and value > timedelta(0):
+                return value
+    return None
+
+
+def _with_gpu_seconds(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(
+        gpu_seconds=pl.col("gpus").cast(pl.Float64)
+        * (pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds() / _US
+    )
+
+
+def _conform(frame: pl.DataFrame, table: schema.Table, **constants: object) -> pl.DataFrame:
+    """`frame` with `table`'s columns (constants added, missing ones null)."""
+    frame = frame.with_columns([pl.lit(v).alias(k) for k, v in constants.items()])
+    return frame.select(
+        [pl.col(c) if c in frame.columns else pl.lit(None).alias(c) for c in table.column_names]
+    )
+
+
+def _register(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> str:
+    name = f"_k8s_{uuid.uuid4().hex}"
+    con.register(name, frame.to_arrow())
+    return name
+
+
+def coalesce_intervals(
+    pieces: pl.DataFrame, entity: Iterable[str], same: Iterable[str], attributes: Iterable[str]
+) -> pl.DataFrame:
+    """Merge intervals of the same entity that touch or overlap and agree on `same`.
+
+    ``samples`` are added up, ``start_ts``/``end_ts`` span the merged pieces, `attributes` are
+    the last non-null value in time order, ``scrape_interval_s`` the last one.
+    """
+    entity, same, attributes = list(entity), list(same), list(attributes)
+    if pieces.height == 0:
+        return pieces
+    s = pieces.sort([*entity, "start_ts", "end_ts"], nulls_last=True)
+    prev_end = pl.col("end_ts").cum_max().shift(1).over(entity)
+    brk = prev_end.is_null() | (pl.col("start_ts") > prev_end)
+    for c in same:
+        brk = brk | pl.col(c).ne_missing(pl.col(c).shift(1).over(entity))
+    s = s.with_columns(_run=brk.cum_sum())
+    keep = [c for c in s.columns if c not in {*entity, *same, *attributes, "start_ts", "end_ts",
+                                              "samples", "scrape_interval_s", "gpu_seconds",
+                                              "_run"}]
+    merged = s.group_by("_run", maintain_order=True).agg(
+        *[pl.col(c).first() for c in (*entity, *same, *keep)],
+        pl.col("start_ts").min(),
+        pl.col("end_ts").max(),
+        pl.col("samples").sum(),
+        pl.col("scrape_interval_s").drop_nulls().last(),
+        *[pl.col(c).drop_nulls().last() for c in attributes],
+    ).drop("_run")
+    return merged
+
+
+def _clip_outside(rows: pl.DataFrame, start: datetime, end: datetime) -> pl.DataFrame:
+    """The parts of stored pieces outside ``[start, end)`` (pieces of windows with other
+    boundaries); their sample counts are shared in proportion to the time kept."""
+    if rows.height == 0:
+        return rows
+    total = (pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds()
+    before = rows.filter(pl.col("start_ts") < start).with_columns(
+        _kept=(pl.min_horizontal("end_ts", pl.lit(start).cast(TS)) - pl.col("start_ts"))
+        .dt.total_microseconds(), _total=total,
+    ).with_columns(end_ts=pl.min_horizontal("end_ts", pl.lit(start).cast(TS)))
+    after = rows.filter(pl.col("end_ts") > end).with_columns(
+        _kept=(pl.col("end_ts") - pl.max_horizontal("start_ts", pl.lit(end).cast(TS)))
+        .dt.total_microseconds(), _total=total,
+    ).with_columns(start_ts=pl.max_horizontal("start_ts", pl.lit(end).cast(TS)))
+    out = pl.concat([before, after])
+    return out.with_columns(
+        samples=(pl.col("samples") * pl.col("_kept") / pl.col("_total")).round().cast(pl.Int64)
+    ).drop("_kept", "_total")
+
+
+def replace_window_intervals(
+    con: duckdb.DuckDBPyConnection,
+    pieces_table: schema.Table,
+    merged_table: schema.Table,
+    incoming: pl.DataFrame,
+    *,
+    cluster: str,
+    start: datetime,
+    end: datetime,
+    entity: tuple[str, ...],
+    same: tuple[str, ...],
+    attributes: tuple[str, ...] = (),
+) -> int:
+    """Replace the window's pieces with `incoming` and rebuild the merged rows concerned.
+
+    Runs inside the caller's transaction. Returns the number of merged rows rewritten.
+    """
+    overlap = "cluster = ? AND start_ts < ? AND end_ts > ?"
+    stored = con.execute(f"SELECT * FROM {pieces_table.name} WHERE {overlap}",
+                         [cluster, end, start]).pl()
+    outside = _clip_outside(stored, start, end)
+    con.execute(f"DELETE FROM {pieces_table.name} WHERE {overlap}", [cluster, end, start])
+    new_pieces = pl.concat(
+        [_conform(outside, pieces_table), _conform(incoming, pieces_table, cluster=cluster)],
+        how="vertical_relaxed",
+    ) if outside.height else _conform(incoming, pieces_table, cluster=cluster)
+    if "gpu_seconds" in pieces_table.column_names:
+        new_pieces = _with_gpu_seconds(new_pieces)
+    replace_rows(con, pieces_table, new_pieces, where="FALSE", atomic=False)
+
+    keys = pl.concat([stored.select(list(entity)), incoming.select(list(entity))]).unique()
+    if keys.height == 0:
+        return 0
+    view = _register(con, keys)
+    try:
+        quoted = ", ".join(f'"{c}"' for c in entity)
+        match = f"cluster = ? AND ({quoted}) IN (SELECT {quoted} FROM {view})"
+        every = con.execute(f"SELECT * FROM {pieces_table.name} WHERE {match}", [cluster]).pl()
+        merged = coalesce_intervals(every, entity, same, attributes)
+        merged = _conform(merged, merged_table)
+        if "gpu_seconds" in merged_table.column_names:
+            merged = _with_gpu_seconds(merged)
+        replace_rows(con, merged_table, merged, where=match, params=(cluster,), atomic=False)
+    finally:
+        con.unregister(view)
+    return merged.height
+
+
+def _terminal_phases(
+    source: MetricsSource, uids: list[str], start: datetime, until: datetime
+) -> pl.DataFrame:
+    """uid -> the latest terminal phase shown (value 1) in ``[start, until)``, with its time."""
+    schema_ = {"uid": pl.String, "namespace": pl.String, "pod": pl.String, "phase": pl.String,
+               "phase_ts": TS}
+    if not uids:
+        return pl.DataFrame(schema=schema_)
+    phases = "|".join(TERMINAL_PHASES)
+    raw = read_for_uids(source, "kube_pod_status_phase", uids, start, until,
+                        f'phase=~"{phases}"')
+    if raw.height == 0 or not {"uid", "phase"} <= set(raw.columns):
+        return pl.DataFrame(schema=schema_)
+    shown = raw.filter(pl.col("value") == 1)
+    if shown.height == 0:
+        return pl.DataFrame(schema=schema_)
+    latest = shown.sort("ts").group_by("uid").agg(
+        label(shown, "namespace").last().alias("namespace"),
+        label(shown, "pod").last().alias("pod"),
+        pl.col("phase").last(),
+        pl.col("ts").last().alias("phase_ts"),
+    )
+    return latest.select([pl.col(c).cast(t) for c, t in schema_.items()])
+
+
+def _store_phases(con: duckdb.DuckDBPyConnection, phases: pl.DataFrame, cluster: str) -> None:
+    """Keep, per pod, the phase with the latest timestamp (re-ingests never go backwards)."""
+    if phases.height == 0:
+        return
+    table = schema.K8S_POD_PHASES
+    incoming = _conform(phases, table, cluster=cluster)
+    view = _register(con, incoming)
+    try:
+        stored = con.execute(
+            f"SELECT * FROM {table.name} WHERE cluster = ? AND uid IN (SELECT uid FROM {view})",
+            [cluster],
+        ).pl()
+        both = pl.concat([_conform(stored, table), incoming], how="vertical_relaxed")
+        latest = both.sort(["uid", "phase_ts"]).group_by("uid", maintain_order=True).last()
+        replace_rows(con, table, _conform(latest, table),
+                     where=f"cluster = ? AND uid IN (SELECT uid FROM {view})", params=(cluster,),
+                     atomic=False)
+    finally:
+        con.unregister(view)
+
+
+def _pod_gpus(utilization: pl.DataFrame) -> pl.DataFrame:
+    held = utilization.filter(pl.col("pod").is_not_null() & pl.col("namespace").is_not_null())
+    return held.group_by(["namespace", "pod", "node", "gpu_uuid",
+                          pl.col("bucket_start").dt.date().alias("day")]).agg(
+        pl.col("bucket_start").min().alias("first_seen"),
+        (pl.col("bucket_start").max() + GRAIN).alias("last_seen"),
+    )
+
+
+def _store_pod_gpus(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame, cluster: str) -> None:
+    """Widen (never narrow) the [first, last) seen span of each pod's GPU per day."""
+    if frame.height == 0:
+        return
+    table = schema.K8S_POD_GPUS
+    incoming = _conform(frame, table, cluster=cluster)
+    key = ["cluster", "namespace", "pod", "node", "gpu_uuid", "day"]
+    view = _register(con, incoming)
+    try:
+        quoted = ", ".join(f'"{c}"' for c in key)
+        where = f"({quoted}) IN (SELECT {quoted} FROM {view})"
+        stored = con.execute(f"SELECT * FROM {table.name} WHERE {where}").pl()
+        both = pl.concat([_conform(stored, table), incoming], how="vertical_relaxed")
+        merged = both.group_by(key).agg(pl.col("first_seen").min(), pl.col("last_seen").max())
+        replace_rows(con, table, _conform(merged, table), where=where, atomic=False)
+    finally:
+        con.unregister(view)
+
+
+def _label_warnings(pods: pl.DataFrame) -> list[str]:
+    """Pod labels that look like a Kueue queue label but are not the one Kueue sets."""
+    out: set[str] = set()
+    for text in pods["labels"].drop_nulls().unique().to_list():
+        try:
+            keys = json.loads(text)
+        except ValueError:
+            out.add(f"kube_pod_labels: cannot read the labels {text[:80]!r}")
+            continue
+        for k in keys:
+            if _QUEUE_LIKE.search(k) and k != QUEUE_LABEL.removeprefix("label_"):
+                out.add(f"kube_pod_labels: label_{k} looks like a Kueue queue label but is not "
+                        f"{QUEUE_LABEL}; not used as the pod's LocalQueue")
+    return sorted(out)
+
+
+# --------------------------------------------------------------------------- the window
+
+
+@dataclass
+class _Read:
+    pods: pl.DataFrame
+    phases: pl.DataFrame
+    capacity: pl.DataFrame
+    utilization: pl.DataFrame
+    busy: pl.DataFrame
+    kueue: KueueMetrics
+    warnings: list[tuple[str, str]]
+    interval: timedelta | None
+    util_span: tuple[datetime, datetime]
+    busy_days: tuple[date, date]
+    kueue_span: tuple[datetime, datetime]
+
+
+def read_kubernetes_window(
+    source: MetricsSource,
+    start: datetime,
+    end: datetime,
+    *,
+    lookback: timedelta = DEFAULT_LOOKBACK,
+    scrape_interval: timedelta | None = None,
+) -> _Read:
+    """Every read of one window (no writes). Raises whatever the source raises."""
+    with _quiet_connector_log():
+        return _read_window(source, start, end, lookback, scrape_interval)
+
+
+@contextmanager
+def _quiet_connector_log() -> Iterator[None]:
+    """The readers log each note they return; the notes are reported (and stored) from here."""
+    logger = logging.getLogger("connectors.kubernetes")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback: timedelta,
+                 scrape_interval: timedelta | None) -> _Read:
+    memo = _MemoSource(source)
+    warnings: list[tuple[str, str]] = []
+    interval = scrape_interval or infer_scrape_interval(memo, start, end, lookback)
+    if interval is not None and lookback < 2 * interval:
+        lookback = 2 * interval
+
+    ksm_notes: list[str] = []
+    pods = pod_gpu_allocations(memo, start, end, scrape_interval=interval, notes=ksm_notes)
+    capacity = node_gpu_capacity(memo, start, end, scrape_interval=interval, notes=ksm_notes)
+    warnings += [("ksm", n) for n in dict.fromkeys(ksm_notes)]
+    warnings += [("ksm", n) for n in _label_warnings(pods)]
+    uids = pods["uid"].drop_nulls().unique().sort().to_list()
+    phases = _terminal_phases(memo, uids, start, end + lookback)
+
+    u0, u1 = floor_to(start, GRAIN), ceil_to(end, GRAIN)
+    utilization, util_warn = gpu_utilization(memo, u0, u1, grain=GRAIN)
+    d0 = floor_to(start, timedelta(days=1))
+    d1 = ceil_to(end, timedelta(days=1))
+    busy, busy_warn = gpu_busy_seconds_daily(memo, d0, d1, scrape_interval=None)
+    warnings += [("dcgm", w) for w in dict.fromkeys([*util_warn, *busy_warn])]
+
+    # whole UTC days: the gauge readers let a read's last sample stand only up to the read's
+    # end, so reads cut elsewhere than at midnight would give other workload_seconds
+    k0, k1 = d0, d1
+    kueue = read_kueue_metrics(memo, k0, k1, window=KUEUE_WINDOW, lookback=lookback)
+    warnings += [("kueue", w) for w in dict.fromkeys(kueue.warnings)]
+    server = getattr(source, "warnings", None)
+    if isinstance(server, list):
+        warnings += [("prometheus", w) for w in dict.fromkeys(server)]
+        server.clear()
+    if interval is None:
+        warnings.append(("ksm", "scrape interval unknown (no kube_node_status_capacity or GPU "
+                                "pod samples): intervals use each series' own spacing"))
+    return _Read(pods, phases, capacity, utilization, busy, kueue, warnings, interval,
+                 (u0, u1), (d0.date(), (d1 - timedelta(days=1)).date()), (k0, k1))
+
+
+def ingest_kubernetes_window(
+    con: duckdb.DuckDBPyConnection,
+    source: MetricsSource,
+    start: datetime,
+    end: datetime,
+    *,
+    lookback: timedelta = DEFAULT_LOOKBACK,
+    cluster: str = "default",
+    scrape_interval: timedelta | None = None,
+) -> KubernetesLoad:
+    """Read ``[start, end)`` from `source` and replace what the ledger holds for it, atomically.
+
+    See the module docstring. Returns what was loaded and the warnings (absent metrics,
+    unrecognised label spellings, exporter label situations).
+    """
+    start, end = _utc_naive(start), _utc_naive(end)
+    if end <= start:
+        msg = f"expected an end after the start, found {start:%F %T} .. {end:%F %T}"
+        raise ValueError(msg)
+    if lookback <= timedelta(0):
+        msg = f"expected a positive look-back, found {lookback}"
+        raise ValueError(msg)
+    read = read_kubernetes_window(source, start, end, lookback=lookback,
+                                  scrape_interval=scrape_interval)
+    k = read.kueue
+    kueue_frames = (
+        (schema.KUEUE_COUNTERS, k.counters),
+        (schema.KUEUE_PENDING, k.pending),
+        (schema.KUEUE_ADMISSION_WAIT, k.wait_summary),
+        (schema.KUEUE_ADMISSION_WAIT_BUCKETS, k.wait_buckets),
+        (schema.KUEUE_QUEUE_RESOURCES, k.queue_resources),
+    )
+    warning_rows = pl.DataFrame(
+        {"component": [c for c, _ in read.warnings], "message": [m for _, m in read.warnings]},
+        schema={"component": pl.String, "message": pl.String},
+    ).unique(maintain_order=True)
+    with transaction(con):
+        replace_window_intervals(
+            con, schema.K8S_POD_ALLOCATION_PIECES, schema.K8S_POD_ALLOCATIONS, read.pods,
+            cluster=cluster, start=start, end=end, entity=POD_ENTITY, same=POD_SAME,
+            attributes=POD_ATTRIBUTES,
+        )
+        _store_phases(con, read.phases, cluster)
+        replace_window_intervals(
+            con, schema.K8S_NODE_CAPACITY_PIECES, schema.K8S_NODE_CAPACITY, read.capacity,
+            cluster=cluster, start=start, end=end, entity=NODE_ENTITY, same=NODE_SAME,
+        )
+        u0, u1 = read.util_span
+        replace_rows(con, schema.GPU_UTILIZATION,
+                     _conform(read.utilization, schema.GPU_UTILIZATION, cluster=cluster),
+                     where="cluster = ? AND bucket_start >= ? AND bucket_start < ?",
+                     params=(cluster, u0, u1), atomic=False)
+        _store_pod_gpus(con, _pod_gpus(read.utilization), cluster)
+        first_day, last_day = read.busy_days
+        replace_rows(con, schema.GPU_BUSY_DAILY,
+                     _conform(read.busy, schema.GPU_BUSY_DAILY, cluster=cluster),
+                     where="cluster = ? AND day >= ? AND day <= ?",
+                     params=(cluster, first_day, last_day), atomic=False)
+        k0, k1 = read.kueue_span
+        for table, frame in kueue_frames:
+            replace_rows(con, table, _conform(frame, table, cluster=cluster),
+                         where="cluster = ? AND window_start >= ? AND window_start < ?",
+                         params=(cluster, k0, k1), atomic=False)
+        replace_rows(con, schema.K8S_INGEST_WARNINGS,
+                     _conform(warning_rows, schema.K8S_INGEST_WARNINGS, cluster=cluster,
+                              window_start=start, window_end=end),
+                     where="cluster = ? AND window_start = ? AND window_end = ?",
+                     params=(cluster, start, end), atomic=False)
+        kueue_rows = sum(f.height for _, f in kueue_frames)
+        load = KubernetesLoad(
+            cluster=cluster, window_start=start, window_end=end,
+            scrape_interval_s=read.interval / timedelta(seconds=1) if read.interval else None,
+            pod_intervals=read.pods.height, pods=read.pods["uid"].n_unique(),
+            node_intervals=read.capacity.height, utilization_rows=read.utilization.height,
+            busy_days=read.busy.height, kueue_rows=kueue_rows,
+            warnings=tuple(warning_rows["message"].to_list()),
+        )
+        record_ingest(
+            con, source=INGEST_SOURCE, partition_key=f"{cluster}/{start:%Y-%m-%dT%H:%M:%S}",
+            window_start=start, window_end=end, rows_loaded=load.rows,
+            detail=f"{len(load.warnings)} warnings", atomic=False,
+        )
+    return load
+
+
+def default_cluster(con: duckdb.DuckDBPyConnection) -> str:
+    """The cluster name to file Kubernetes data under: the inventory's, if it names exactly one."""
+    names = [r[0] for r in con.execute("SELECT DISTINCT cluster FROM nodes").fetchall()]
+    return names[0] if len(names) == 1 and names[0] else "default"
+
+
+# --------------------------------------------------------------------------- Workload conditions
+
+
+def _ts(text: object) -> datetime | None:
+    if not text or not isinstance(text, str):
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC).replace(
+        tzinfo=None)
+
+
+def _quantity(value: object) -> int | None:
+    """A Kubernetes integer quantity ("2", 2, "1k") as an int; None if absent or fractional."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    suffixes = {"k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    for suffix, factor in suffixes.items():
+        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
+            return int(text[: -len(suffix)]) * factor
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return int(number) if math.isfinite(number) and number.is_integer() else None
+
+
+def _gpus_of(resources: dict, resource: str) -> int | None:
+    requests = (resources or {}).get("requests") or {}
+    limits = (resources or {}).get("limits") or {}
+    return _quantity(requests.get(resource, limits.get(resource)))
+
+
+def workload_row(item: dict, source_file: str, resource: str = "nvidia.com/gpu") -> dict:
+    """One ``kueue_workloads`` row from a Workload object (conditions read)."""
+    meta = item.get("metadata") or {}
+    spec = item.get("spec") or {}
+    status = item.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+
+    def cond(kind: str) -> tuple[bool, datetime | None, str | None, str | None]:
+        c = conditions.get(kind)
+        if c is None:
+            return False, None, None, None
+        return (c.get("status") == "True", _ts(c.get("lastTransitionTime")), c.get("reason"),
+                c.get("message"))
+
+    owners = meta.get("ownerReferences") or []
+    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
+    pod_sets = spec.get("podSets") or []
+    per_pod = []
+    for ps in pod_sets:
+        containers = ((ps.get("template") or {}).get("spec") or {}).get("containers") or []
+        per_pod.append(sum(_gpus_of(c.get("resources"), resource) or 0 for c in containers))
+    admission = status.get("admission") or {}
+    assignments = admission.get("podSetAssignments") or []
+    admitted_gpus = [_quantity((a.get("resourceUsage") or {}).get(resource)) for a in assignments]
+    flavors = sorted({(a.get("flavors") or {}).get(resource) for a in assignments} - {None})
+    min_counts = [ps.get("minCount") for ps in pod_sets if ps.get("minCount") is not None]
+    stats = (status.get("schedulingStats") or {}).get("evictions") or []
+    reasons: dict[str, int] = {}
+    for e in stats:
+        reasons[str(e.get("reason"))] = reasons.get(str(e.get("reason")), 0) + int(
+            e.get("count") or 0)
+
+    quota, quota_at, _, pending_msg = cond("QuotaReserved")
+    admitted, admitted_at, _, _ = cond("Admitted")
+    ready, ready_at, _, _ = cond("PodsReady")
+    evicted, evicted_cond_at, evicted_reason, evicted_msg = cond("Evicted")
+    finished, finished_at, finished_reason, _ = cond("Finished")
+    requeue = status.get("requeueState") or {}
+    eviction_count = sum(reasons.values())
+    if not eviction_count and "Evicted" in conditions:
+        eviction_count = max(1, int(requeue.get("count") or 0))
+    if not evicted:
+        # the condition went back to False at re-admission: the last reason Kueue kept
+        evicted_reason = ("Preempted" if "Preempted" in conditions
+                          else (max(reasons, key=lambda r: reasons[r]) if reasons else None))
+    return {
+        "uid": meta.get("uid"),
+        "namespace": meta.get("namespace", ""),
+        "name": meta.get("name", ""),
+        "queue_name": spec.get("queueName") or None,
+        "cluster_queue": admission.get("clusterQueue") or None,
+        "owner_kind": owner.get("kind"),
+        "owner_name": owner.get("name"),
+        "owner_uid": owner.get("uid") or (meta.get("labels") or {}).get(
+            "kueue.x-k8s.io/job-uid"),
+        "priority": spec.get("priority"),
+        "active": spec.get("active", True) is not False,
+        "pod_sets": len(pod_sets),
+        "pods_wanted": sum(int(ps.get("count") or 0) for ps in pod_sets),
+        "min_count": sum(min_counts) if min_counts else None,
+        "gpus_per_pod": max(per_pod) if per_pod else None,
+        "gpus_admitted": (sum(g for g in admitted_gpus if g is not None)
+                          if any(g is not None for g in admitted_gpus) else None),
+        "flavor": ",".join(flavors) if flavors else None,
+        "created_at": _ts(meta.get("creationTimestamp")),
+        "quota_reserved": quota,
+        "quota_reserved_at": quota_at if quota else None,
+        "admitted": admitted,
+        "admitted_at": admitted_at if admitted else None,
+        "pods_ready": ready,
+        "pods_ready_at": ready_at if ready else None,
+        "evicted": evicted,
+        "evicted_at": evicted_cond_at if evicted else None,
+        "evicted_reason": evicted_reason if eviction_count or evicted else None,
+        "evicted_message": evicted_msg if evicted else None,
+        "preempted": "Preempted" in conditions,
+        "eviction_count": eviction_count,
+        "eviction_reasons": ",".join(f"{r}={n}" for r, n in sorted(reasons.items())) or None,
+        "requeue_count": int(requeue["count"]) if requeue.get("count") is not None else None,
+        "requeue_at": _ts(requeue.get("requeueAt")),
+        "finished": finished,
+        "finished_at": finished_at if finished else None,
+        "finished_reason": finished_reason if finished else None,
+        "pending_message": pending_msg if not quota else None,
+        "source_file": source_file,
+    }
+
+
+_WORKLOAD_TYPES = {
+    "uid": pl.String, "namespace": pl.String, "name": pl.String, "queue_name": pl.String,
+    "cluster_queue": pl.String, "owner_kind": pl.String, "owner_name": pl.String,
+    "owner_uid": pl.String, "priority": pl.Int64, "active": pl.Boolean, "pod_sets": pl.Int32,
+    "pods_wanted": pl.Int32, "min_count": pl.Int32, "gpus_per_pod": pl.Int64,
+    "gpus_admitted": pl.Int64, "flavor": pl.String, "created_at": TS,
+    "quota_reserved": pl.Boolean, "quota_reserved_at": TS, "admitted": pl.Boolean,
+    "admitted_at": TS, "pods_ready": pl.Boolean, "pods_ready_at": TS, "evicted": pl.Boolean,
+    "evicted_at": TS, "evicted_reason": pl.String, "evicted_message": pl.String,
+    "preempted": pl.Boolean, "eviction_count": pl.Int32, "eviction_reasons": pl.String,
+    "requeue_count": pl.Int32, "requeue_at": TS, "finished": pl.Boolean, "finished_at": TS,
+    "finished_reason": pl.String, "pending_message": pl.String, "source_file": pl.String,
+}
+
+
+def read_workload_conditions(path: Path) -> tuple[pl.DataFrame, list]:
+    """``kueue_workloads`` rows of a snapshot, and the items rejected (no uid)."""
+    raw, rejects = read_workload_snapshot(path)
+    rows = [workload_row(json.loads(text), str(path)) for text in raw["object_json"].to_list()]
+    return pl.DataFrame(rows, schema=_WORKLOAD_TYPES, orient="row"), rejects
+
+
+def import_workload_conditions(con: duckdb.DuckDBPyConnection, path: Path) -> LoadResult:
+    """Load a ``kubectl get workloads -A -o json`` snapshot into ``kueue_workloads`` (conditions
+    read); workloads are keyed by uid, so a later snapshot replaces what an earlier one said.
+    ``kueue_workloads_raw`` (``service.import_workloads``) is left alone."""
+    frame, rejects = read_workload_conditions(Path(path))
+    table = schema.KUEUE_WORKLOADS
+    with transaction(con):
+        replace_rows(con, table, frame, where="list_contains(?::VARCHAR[], uid)",
+                     params=(frame["uid"].to_list(),), atomic=False)
+        replace_rows(con, schema.REJECTS,
+                     rejects_frame([replace(r, source="kueue_workload_conditions")
+                                    for r in rejects]),
+                     where="source = 'kueue_workload_conditions' AND source_file = ?",
+                     params=(str(path),), atomic=False)
+        record_ingest(con, source="kueue_workload_conditions", partition_key=str(path),
+                      window_start=None, window_end=None, rows_loaded=frame.height,
+                      rows_rejected=len(rejects), atomic=False)
+    return LoadResult("kueue_workload_conditions", frame.height, tuple(rejects))
