@@ -1,73 +1,77 @@
 """Materialize every asset (and its checks) for a data folder: what `make demo` runs.
 
-Unpartitioned assets run once; partitioned assets run for each partition key that the world's
-window covers. Runs are recorded in ``$DAGSTER_HOME`` so `dagster dev` shows them afterwards.
+Unpartitioned assets run once; daily assets for each day of the world's window; weekly assets for
+each ISO week touching it; the read-only snapshot is published last. Runs are recorded in
+``$DAGSTER_HOME`` so `dagster dev` shows them afterwards.
 """
 
 import argparse
 import sys
+from datetime import date, timedelta
 
 import dagster as dg
 
 from pipelines.definitions import defs as load_defs
+from pipelines.defs.partitions import daily_partitions, weekly_partitions
 
 # Assets that read everything else: run after every partition.
 PUBLISH_LAST = ("published_ledger",)
-
 
 # Dagster's console logger prints every event at DEBUG; progress lines come from here instead.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
+def _plan(graph, days: list[str]) -> list[tuple[str, str | None, list]]:
+    """(label, partition key, asset keys) in the order they must run."""
+    last = {dg.AssetKey(k) for k in PUBLISH_LAST}
+    keys = [k for k in graph.get_all_asset_keys() if k not in last]
+    by_kind: dict[str, list[dg.AssetKey]] = {"none": [], "day": [], "week": []}
+    for key in keys:
+        partitions = graph.get(key).partitions_def
+        kind = {None: "none", daily_partitions: "day", weekly_partitions: "week"}.get(partitions)
+        if kind is None:
+            msg = (f"expected no, daily or weekly partitions on {key.to_user_string()}, "
+                   f"found {partitions}")
+            raise ValueError(msg)
+        by_kind[kind].append(key)
+    mondays = sorted({
+        (date.fromisoformat(d) - timedelta(days=date.fromisoformat(d).weekday())).isoformat()
+        for d in days
+    })
+    plan: list[tuple[str, str | None, list]] = [("unpartitioned assets", None, by_kind["none"])]
+    plan += [(f"day {d}", d, by_kind["day"]) for d in days if by_kind["day"]]
+    plan += [(f"ISO week of {m}", m, by_kind["week"]) for m in mondays if by_kind["week"]]
+    plan.append(("the read-only snapshot", None, sorted(last)))
+    return plan
+
+
 def materialize_all(partition_keys: list[str] | None = None) -> bool:
     definitions = load_defs()
-    graph = definitions.resolve_asset_graph()
     instance = dg.DagsterInstance.get()
     everything = [*definitions.assets, *(definitions.asset_checks or [])]
-    last = {dg.AssetKey(k) for k in PUBLISH_LAST}
-    unpartitioned = [
-        key for key in graph.get_all_asset_keys()
-        if graph.get(key).partitions_def is None and key not in last
-    ]
-    partitioned = [
-        k for k in graph.get_all_asset_keys() if k not in set(unpartitioned) and k not in last
-    ]
+    plan = _plan(definitions.resolve_asset_graph(), list(partition_keys or []))
     ok = True
-    print(f"materializing {len(unpartitioned)} unpartitioned assets", file=sys.stderr)
-    result = dg.materialize(
-        everything,
-        instance=instance,
-        resources=definitions.resources,
-        selection=dg.AssetSelection.assets(*unpartitioned),
-        raise_on_error=False,
-        run_config=QUIET,
-    )
-    ok &= result.success
-    for number, key in enumerate(partition_keys or [], start=1):
-        if not partitioned:
-            break
-        print(f"[{number}/{len(partition_keys)}] partition {key}", file=sys.stderr)
+    for number, (label, key, assets) in enumerate(plan, start=1):
+        print(f"[{number}/{len(plan)}] {label}", file=sys.stderr)
         result = dg.materialize(
             everything,
             instance=instance,
             resources=definitions.resources,
-            selection=dg.AssetSelection.assets(*partitioned),
+            selection=dg.AssetSelection.assets(*assets),
             partition_key=key,
             raise_on_error=False,
-        run_config=QUIET,
+            run_config=QUIET,
         )
+        if not result.success:
+            print(f"  failed: {label}", file=sys.stderr)
         ok &= result.success
-    print("publishing the read-only snapshot", file=sys.stderr)
-    result = dg.materialize(everything, instance=instance, resources=definitions.resources,
-                            selection=dg.AssetSelection.assets(*last), raise_on_error=False,
-                            run_config=QUIET)
-    return ok and result.success
+    return ok
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--partition", action="append", default=[],
-                        help="partition key for partitioned assets (repeatable)")
+                        help="daily partition key (repeatable); weeks follow from the days")
     args = parser.parse_args()
     return 0 if materialize_all(args.partition) else 1
 
