@@ -16,6 +16,7 @@ import duckdb
 from connectors.errors import SourceError
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import MetricsSource, PrometheusConfig, PrometheusHttpSource
+from connectors.kubernetes.workload_api import fetch_workload_snapshot
 from connectors.slurm.commands import CommandRunner
 from gpuledger import k8s_ingest, service, slurm_ingest
 from gpuledger.config import Settings, load_settings
@@ -222,10 +223,23 @@ def cmd_ingest_kubernetes(args: argparse.Namespace, settings: Settings) -> int:
         _ingest_kubernetes_days(
             con, source, start, end, cluster=cluster,
             lookback=timedelta(minutes=args.lookback_minutes), scrape_interval=interval,
-            workloads=Path(args.workloads) if args.workloads else None,
+            workloads=_workload_snapshot(args, settings),
         )
         publish_snapshot(con, settings.db)
     return EXIT_OK
+
+
+def _workload_snapshot(args: argparse.Namespace, settings: Settings) -> Path | None:
+    """The Workload snapshot to load: a given file, or one fetched now through a kubeconfig."""
+    if args.workloads:
+        return Path(args.workloads)
+    kubeconfig = args.kubeconfig or settings.extra.get("kubeconfig")
+    if not kubeconfig:
+        return None
+    dest = settings.db.parent / "snapshots"
+    path = fetch_workload_snapshot(Path(str(kubeconfig)), dest, context=args.kube_context)
+    print(f"fetched Kueue Workloads from the API into {path}", file=sys.stderr)
+    return path
 
 
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
@@ -324,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--end", required=True, help="UTC date or time (exclusive)")
     q.add_argument("--cluster", help="cluster name to file the data under (default: the "
                    "inventory's only cluster, else 'default')")
+    q.add_argument("--kubeconfig", metavar="FILE", help="fetch Kueue Workloads from the API "
+                   "with kubectl and this kubeconfig (kept under <db folder>/snapshots/)")
+    q.add_argument("--kube-context", help="kubeconfig context to use with --kubeconfig")
     q.add_argument("--workloads", metavar="FILE", help="also load a kubectl Workload snapshot "
                    "(kubectl get workloads.kueue.x-k8s.io -A -o json)")
     q.add_argument("--lookback-minutes", type=float, default=60.0,
