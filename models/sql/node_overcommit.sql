@@ -1,0 +1,49 @@
+-- node_overcommit
+-- Grain: one row per (node, instant interval) of the day where the GPUs allocated by both
+--   schedulers together exceed the node's GPU count (an event sweep over allocation starts and
+--   ends, O(n log n); no pairwise join).
+-- Parameters: $day (DATE), $min_seconds (intervals this short or shorter are left out: Kubernetes
+--   intervals are known to one scrape interval, so a handover can look overlapped that long).
+-- Columns: node, from_ts, to_ts, allocated_gpus, capacity_gpus, excess_gpus, domains.
+-- Expected only where GPUs are double-scheduled; the detectors name the owners.
+WITH pieces AS (
+    SELECT node, domain, gpus, start_ts, end_ts FROM allocations WHERE day = $day
+),
+
+events AS (
+    -- net change of allocated GPUs per node and instant (ends and starts at one instant cancel)
+    SELECT node, ts, sum(delta) AS delta
+    FROM (
+        SELECT node, start_ts AS ts, gpus AS delta FROM pieces
+        UNION ALL
+        SELECT node, end_ts AS ts, -gpus AS delta FROM pieces
+    )
+    GROUP BY node, ts
+),
+
+steps AS (
+    SELECT
+        node,
+        ts,
+        sum(delta) OVER (PARTITION BY node ORDER BY ts) AS allocated,
+        lead(ts) OVER (PARTITION BY node ORDER BY ts) AS next_ts
+    FROM events
+),
+
+capacity AS (
+    SELECT node, any_value(gpu_count) AS capacity_gpus FROM nodes GROUP BY node
+)
+
+SELECT
+    s.node,
+    s.ts AS from_ts,
+    s.next_ts AS to_ts,
+    s.allocated AS allocated_gpus,
+    c.capacity_gpus,
+    s.allocated - c.capacity_gpus AS excess_gpus
+FROM steps AS s
+INNER JOIN capacity AS c USING (node)
+WHERE s.next_ts IS NOT NULL
+  AND date_diff('second', s.ts, s.next_ts) > $min_seconds
+  AND s.allocated > c.capacity_gpus
+ORDER BY s.node, s.ts
