@@ -90,6 +90,14 @@ def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
             end = _parse_time(str(world["window"]["end"])) if "window" in world else None
             result = slurm_ingest.import_sacct_file(con, sacct, observed_until=end)
             print(result.summary(), file=sys.stderr)
+            util = world_dir / "sreport" / "cluster-utilization.txt"
+            accounts = world_dir / "sreport" / "account-utilization-by-user.txt"
+            if util.exists() and accounts.exists():
+                rows = slurm_ingest.store_sreport(
+                    con, util.read_text(encoding="utf-8"),
+                    accounts.read_text(encoding="utf-8"), source=str(util.parent))
+                print(f"sreport: {rows[0]} utilization rows, {rows[1]} account rows",
+                      file=sys.stderr)
         if metrics is not None:
             number += 1
             print(f"[{number}/{total}] loading Kubernetes metrics ({metrics.name}) and Workload "

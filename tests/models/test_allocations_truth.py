@@ -9,6 +9,7 @@ import pytest
 from gpuledger.cli import main
 from gpuledger.simulate import SimConfig, simulate
 from gpuledger.simulate.config import NodeCounts
+from models import load_sql
 from models.runner import read_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +52,13 @@ def test_slurm_gpu_seconds_per_identity_and_day_equal_truth(
                  "--end", window["end"]]) == 0
     differences = _compare(world, db, "slurm")
     assert differences.is_empty(), differences
+    with read_snapshot(db) as con:  # the world's sreport agrees with our runs to the second
+        (start, end), = con.execute("SELECT DISTINCT report_start, report_end "
+                                    "FROM sreport_account_usage").fetchall()
+        rec = con.sql(load_sql("slurm_sreport_reconciliation"),
+                      params={"window_start": start, "window_end": end}).pl()
+    assert rec.height > 3
+    assert rec.filter(pl.col("difference") != 0).is_empty(), rec
     assert _ours(db).filter(pl.col("domain") == "slurm")["ours"].sum() > 0
 
 
