@@ -10,6 +10,7 @@ import queue
 import threading
 import uuid
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -267,15 +268,19 @@ def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter:
     source_file = str(path)
     given = _utc_naive(observed_until) if observed_until else None
     done = _Streamed()
-    with transaction(con):
+    with _streaming_settings(con), transaction(con):
         models = node_models(con)
         fresh = _fresh(con)
         con.execute("DELETE FROM rejects WHERE source = 'sacct' AND source_file = ?",
                     [source_file])  # fmt: skip
         batches = iter_sacct_batches(path, delimiter=delimiter, timezone=timezone,
                                      source_file=source_file)  # fmt: skip
-        with _Prefetch(batches) as stream:
-            for batch in stream:
+        if PREFETCH:
+            with _Prefetch(batches) as stream:
+                for batch in stream:
+                    _load_batch(con, batch, done, given, models, fresh)
+        else:
+            for batch in batches:
                 _load_batch(con, batch, done, given, models, fresh)
         # requeued runs sharing a key in two batches are numbered over the whole dump; a step key
         # in two batches would have replaced this load's own row: both need the whole dump
@@ -293,6 +298,42 @@ def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter:
             rows_loaded=done.runs + done.steps, rows_rejected=len(done.rejects), atomic=False,
         )
     return SlurmLoad("sacct", done.runs, done.steps, done.nodes, tuple(done.rejects), done.lines)
+
+
+#: Parse the next batch in a thread while this one loads.
+PREFETCH = True
+#: Leave one core to the parsing thread while DuckDB loads (DuckDB's threads minus one).
+SPARE_PARSER_CORE = True
+#: DuckDB buffers this much of a transaction's appended row groups before compressing and
+#: writing them (its default is a fifth of its memory limit, per thread): a small buffer keeps the
+#: streamed load's memory flat and moves that work from the commit to the appends, where it
+#: overlaps the parsing of the next batch.
+WRITE_BUFFER = "64MB"
+
+
+@contextmanager
+def _streaming_settings(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """DuckDB settings for the streamed load, restored afterwards.
+
+    DuckDB's appends scale poorly past one thread while Polars parses the next batch beside them;
+    on a small machine the extra DuckDB thread only competes with the parser.
+    """
+    def setting(name: str) -> str:
+        return str(con.execute("SELECT current_setting(?)", [name]).fetchone()[0])
+
+    threads, buffer = int(setting("threads")), setting("write_buffer_row_group_memory_limit")
+    try:
+        if SPARE_PARSER_CORE and threads > 1:
+            con.execute(f"SET threads = {threads - 1}")
+        if WRITE_BUFFER:
+            con.execute(f"SET write_buffer_row_group_memory_limit = '{WRITE_BUFFER}'")
+        yield
+    finally:
+        con.execute(f"SET threads = {threads}")
+        # the default follows the memory limit and the threads: keep it a default if it was one
+        con.execute("RESET write_buffer_row_group_memory_limit")
+        if setting("write_buffer_row_group_memory_limit") != buffer:
+            con.execute(f"SET write_buffer_row_group_memory_limit = '{buffer}'")
 
 
 def _load_batch(con: duckdb.DuckDBPyConnection, batch: SacctBatch, done: _Streamed,

@@ -84,19 +84,15 @@ def replace_rows(
 
 
 def append_rows(con: duckdb.DuckDBPyConnection, target: Table, frame: pl.DataFrame) -> int:
-    """Insert ``frame`` (its columns of ``target``, by name) as it is: one Arrow scan, no delete.
+    """Insert ``frame`` (the columns of ``target``, by name) as it is: one Arrow scan, no delete.
 
     Joins whatever transaction is open on ``con``.
     """
     if frame.height == 0:
         return 0
-    view = f"_incoming_{uuid.uuid4().hex}"
-    cols = ", ".join(f'"{c}"' for c in target.column_names)
-    con.register(view, frame.select(target.column_names).to_arrow())
-    try:
-        con.execute(f"INSERT INTO {target.name} ({cols}) SELECT {cols} FROM {view}")
-    finally:
-        con.unregister(view)
+    # the relation API, not a registered view: DuckDB keeps a registered Arrow table alive until
+    # the transaction ends, so a long transaction of many appends would hold them all
+    con.from_arrow(frame.select(target.column_names).to_arrow()).insert_into(target.name)
     return frame.height
 
 

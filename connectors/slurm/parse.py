@@ -46,12 +46,19 @@ go through a Python path:
 
 Speed
 -----
-The dump is read as bytes and cut at line ends into batches (≤ ``BATCH_BYTES``) that are parsed in
-parallel threads (Polars releases the GIL). Per batch: ``pl.read_lines``, one vectorized split into
-columns, then Polars expressions only; fields that repeat (TRES, State, exit codes, node lists)
-are parsed once per distinct value and joined back. Python runs per line only for lines with a
-wrong field count, rejected lines and DST-ambiguous times, and per distinct value for hostlists
-and slurm-bridge JSON. ``tests/connectors/slurm/bench_parse.py`` measures it against DuckDB.
+The dump is cut at line ends into batches that are parsed in parallel threads (Polars releases
+the GIL). A batch whose lines all have the header's field count (the separator count tells) is
+split by Polars' CSV reader (no quoting, all String); any other batch is read one line per row,
+split with one vectorized ``str.split``, and only the lines with a wrong field count go through
+Python. Then Polars expressions only: fields that repeat (TRES, State, exit codes, node lists)
+are parsed once per distinct value and gathered back. Python runs per line only for odd lines,
+rejected lines and DST-ambiguous times, and per distinct value for hostlists and unusual
+slurm-bridge JSON.
+
+:func:`iter_sacct_batches` reads a file incrementally and yields batches cut before allocation
+lines (a job's lines, and a requeued job's runs, stay together), so a loader can write each batch
+while the next is parsed with bounded memory (``gpuledger.slurm_ingest.import_sacct_file``).
+``benchmarks/sacct_ingest.py`` measures the whole ingest (``make bench``).
 
 Times
 -----
@@ -68,6 +75,7 @@ import gzip
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -192,15 +200,49 @@ def _chunk_bounds(data: bytes, start: int, target: int) -> list[tuple[int, int, 
     return bounds or [(start, start, 2)]
 
 
-def _read_chunk(data: bytes, begin: int, end: int, first_line: int, source_file: str
+def _read_piece(piece: bytes, first_line: int, source_file: str
                 ) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
-    """The lines of ``data[begin:end]`` (``line_no``, ``line``); non-UTF-8 lines → rejects."""
-    piece = data[begin:end]
+    """The lines of ``piece`` (``line_no``, ``line``); non-UTF-8 lines → rejects."""
     try:
         lines = pl.read_lines(piece, name="line")
     except pl.exceptions.ComputeError:
         return _read_lines_lenient(piece, source_file, first_line)
     return lines.with_row_index("line_no", offset=first_line), []
+
+
+def _line_count(piece: bytes) -> int:
+    return piece.count(b"\n") + (0 if piece[-1:] in (b"\n", b"") else 1)
+
+
+def _fast_split(piece: bytes, sep: str, n_fields: int, first_line: int,
+                n_lines: int | None = None) -> pl.DataFrame | None:  # fmt: skip
+    """``line_no``, ``f0`` … ``f{n-1}`` when every line of ``piece`` has exactly ``n_fields``
+    fields, else ``None`` (the caller then takes the line-by-line path).
+
+    Polars' CSV reader (no quoting, every field a String, multi-threaded) splits the lines. It
+    fails on a line with too many fields and on invalid UTF-8; a line with too few fields (or a
+    blank one) shows in the separator count, which is ``n_fields - 1`` per line exactly when no
+    line has too many and none too few. ``\r`` (which the reader would drop) sends the piece to
+    the slow path.
+    """
+    if not piece or len(sep) != 1 or len(sep.encode("utf-8")) != 1 or b"\r" in piece:
+        return None
+    n_lines = _line_count(piece) if n_lines is None else n_lines
+    if piece.count(sep.encode("utf-8")) != n_lines * (n_fields - 1):
+        return None
+    try:
+        frame = pl.read_csv(
+            piece, has_header=False, separator=sep, quote_char=None, infer_schema=False,
+            empty_string_is_null=False, new_columns=[f"f{i}" for i in range(n_fields)],
+            raise_if_empty=False, truncate_ragged_lines=False,
+        )  # fmt: skip
+    except pl.exceptions.PolarsError:
+        return None
+    if frame.height != n_lines or frame.width != n_fields:
+        return None
+    return frame.select(
+        pl.int_range(first_line, first_line + n_lines, dtype=pl.Int64).alias("line_no"), pl.all()
+    )
 
 
 def _read_lines_lenient(raw: bytes, source_file: str, first_line: int = 1
@@ -289,14 +331,22 @@ def _lookup(values: pl.Series, build: Callable[[pl.DataFrame], pl.DataFrame]) ->
     """Compute ``build`` once per distinct value (column ``_k``) and spread it over the rows.
 
     TRES strings, states, exit codes, node lists, time limits … repeat a lot in a dump; parsing
-    the distinct values and joining back is several times faster than parsing every row.
+    the distinct values and gathering back is several times faster than parsing every row.
     """
     table = build(pl.DataFrame({"_k": values.unique()}, schema={"_k": pl.String}))
+    index = distinct_index(values, table["_k"])
+    return table.drop("_k").select(pl.all().gather(index))
+
+
+def distinct_index(values: pl.Series, distinct: pl.Series) -> pl.Series:
+    """For each of ``values``, its position in ``distinct`` (which holds each value once; a null
+    matches a null). A join to the positions then gathers are much cheaper than a join carrying
+    wide payload columns (lists, structs)."""
+    keys = pl.DataFrame({"_k": distinct}).with_row_index("_i")
     return (
-        pl.DataFrame({"_k": values}, schema={"_k": pl.String}).lazy()
-        .join(table.lazy(), on="_k", how="left", nulls_equal=True, maintain_order="left")
-        .drop("_k")
-        .collect()
+        pl.DataFrame({"_k": values}).lazy()
+        .join(keys.lazy(), on="_k", how="left", nulls_equal=True, maintain_order="left")
+        .collect()["_i"]
     )  # fmt: skip
 
 
@@ -694,6 +744,32 @@ def _pods_of(text: str) -> list[str]:
     return [p for p in value if isinstance(p, str)] if isinstance(value, list) else []
 
 
+#: ``{"pods": ["ns/pod", …]}`` and nothing else (JSON whitespace, no control characters, no
+#: ``\\u`` escapes): Polars' JSON decoder reads it exactly as ``json.loads`` does; other texts go
+#: through :func:`_pods_of`.
+_JSON_WS = r"[ \t\n\r]*"
+_JSON_STR = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"'
+_PODS_ONLY_RE = (rf'^\{{{_JSON_WS}"pods"{_JSON_WS}:{_JSON_WS}\[{_JSON_WS}'
+                 rf'(?:{_JSON_STR}{_JSON_WS}(?:,{_JSON_WS}{_JSON_STR}{_JSON_WS})*)?\]{_JSON_WS}\}}$')
+_PODS_DTYPE = pl.Struct({"pods": pl.List(pl.String)})
+
+
+def _pods_table(texts: pl.Series) -> pl.Series:
+    """The pods of each of ``texts`` (distinct AdminComment texts mentioning "pods")."""
+    simple = texts.str.contains(_PODS_ONLY_RE).fill_null(False)
+    position = pl.arange(0, texts.len(), eager=True)
+    parts = []
+    if simple.any():
+        decoded = texts.filter(simple).str.json_decode(_PODS_DTYPE).struct.field("pods")
+        parts.append(pl.DataFrame({"_p": position.filter(simple), "bridge_pods": decoded}))
+    if not simple.all():
+        values = [_pods_of(t) for t in texts.filter(~simple).to_list()]
+        parts.append(pl.DataFrame({"_p": position.filter(~simple), "bridge_pods": values},
+                                  schema={"_p": position.dtype,
+                                          "bridge_pods": pl.List(pl.String)}))  # fmt: skip
+    return pl.concat(parts).sort("_p")["bridge_pods"]
+
+
 def _bridge_pods(admin: pl.Series) -> pl.Series:
     """``{"pods": ["ns/pod", …]}`` → the list; anything else (free text, bad JSON) → [].
 
@@ -706,9 +782,8 @@ def _bridge_pods(admin: pl.Series) -> pl.Series:
         return pl.repeat([], admin.len(), dtype=pl.List(pl.String), eager=True).alias("bridge_pods")
     texts = admin.filter(mask)
     uniq = texts.unique(maintain_order=True)
-    table = pl.Series(
-        "bridge_pods", [[], *(_pods_of(t) for t in uniq.to_list())], dtype=pl.List(pl.String)
-    )
+    table = pl.concat([pl.Series("bridge_pods", [[]], dtype=pl.List(pl.String)),
+                       _pods_table(uniq)])  # fmt: skip
     ids = (
         pl.DataFrame({"_k": texts})
         .join(pl.DataFrame({"_k": uniq, "_id": pl.int_range(1, uniq.len() + 1, eager=True)}),
@@ -752,6 +827,33 @@ def _dedupe_run_keys(out: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _step_anchor_keys(steps: pl.DataFrame, runs: pl.DataFrame, alloc_lines: pl.Series,
+                      n_lines: int, offset: int = 0) -> tuple[pl.Series, pl.Series]:  # fmt: skip
+    """(run key through each step's anchor or null, steps that need the look-up).
+
+    Line numbers minus ``offset`` index dense arrays of ``n_lines + 2`` slots.
+    """
+    size = n_lines + 2
+    run_lines = runs["line_no"].cast(pl.Int64) - offset
+    row_of_line = pl.Series("_r", [None] * 0, dtype=pl.Int64).extend_constant(None, size)
+    row_of_line = row_of_line.scatter(run_lines, pl.int_range(0, runs.height, eager=True))
+    is_alloc = pl.zeros(size, dtype=pl.Boolean, eager=True).scatter(
+        alloc_lines.cast(pl.Int64) - offset, True
+    )
+    last_alloc = pl.select(
+        pl.when(is_alloc).then(pl.int_range(0, size, dtype=pl.Int64)).forward_fill()
+    ).to_series()
+    anchor = last_alloc.gather(steps["line_no"].cast(pl.Int64) - offset)
+    run_row = row_of_line.gather(anchor)
+    same = (
+        (runs["cluster"].gather(run_row) == steps["cluster"])
+        & (runs["job_id_raw"].gather(run_row) == steps["job_id_raw"])
+    ).fill_null(False)
+    keys = pl.select(pl.when(same).then(runs["run_key"].gather(run_row))).to_series()
+    look_up = anchor.is_null() | (run_row.is_not_null() & ~same)
+    return keys.alias("run_key"), look_up
+
+
 def _step_run_keys(steps: pl.DataFrame, runs: pl.DataFrame, alloc_lines: pl.Series,
                    n_lines: int) -> pl.Series:  # fmt: skip
     """The run of each step (see the module docstring).
@@ -764,23 +866,9 @@ def _step_run_keys(steps: pl.DataFrame, runs: pl.DataFrame, alloc_lines: pl.Seri
     """
     if steps.height == 0:
         return pl.Series("run_key", [], dtype=pl.String)
-    size = n_lines + 2
-    row_of_line = pl.Series("_r", [None] * 0, dtype=pl.Int64).extend_constant(None, size)
-    row_of_line = row_of_line.scatter(runs["line_no"], pl.int_range(0, runs.height, eager=True))
-    is_alloc = pl.zeros(size, dtype=pl.Boolean, eager=True).scatter(alloc_lines, True)
-    last_alloc = pl.select(
-        pl.when(is_alloc).then(pl.int_range(0, size, dtype=pl.Int64)).forward_fill()
-    ).to_series()
-    anchor = last_alloc.gather(steps["line_no"])
-    run_row = row_of_line.gather(anchor)
-    same = (
-        (runs["cluster"].gather(run_row) == steps["cluster"])
-        & (runs["job_id_raw"].gather(run_row) == steps["job_id_raw"])
-    ).fill_null(False)
-    keys = pl.select(pl.when(same).then(runs["run_key"].gather(run_row))).to_series()
-    look_up = anchor.is_null() | (run_row.is_not_null() & ~same)
+    keys, look_up = _step_anchor_keys(steps, runs, alloc_lines, n_lines)
     if not look_up.any():
-        return keys.alias("run_key")
+        return keys
     # a reordered dump: look the allocation up by (cluster, job_id_raw), above then below
     probe = steps.select("line_no", "cluster", "job_id_raw").with_row_index("_i")
     lost = probe.filter(look_up).sort("line_no")
@@ -799,6 +887,8 @@ def _step_run_keys(steps: pl.DataFrame, runs: pl.DataFrame, alloc_lines: pl.Seri
 
 #: Bytes per batch at most (about 500k lines): memory stays bounded, and batches run in parallel.
 BATCH_BYTES = 128 << 20
+#: Bytes per batch of :func:`iter_sacct_batches` (about 130k lines of the contract's fields).
+STREAM_BATCH_BYTES = 32 << 20
 #: Batches parsed at the same time (Polars releases the GIL; each batch is mostly one-threaded).
 _THREADS = max(1, min(4, os.cpu_count() or 1))
 
@@ -811,6 +901,36 @@ class _Batch:
     blank_lines: int
     lines: int
     alloc_lines: pl.Series  # line numbers of allocation lines, loaded or rejected
+
+
+def _parse_piece(piece: bytes, first_line: int, header: list[str | None], present: set[str],
+                 sep: str, timezone: str, source_file: str, n_lines: int | None = None
+                 ) -> _Batch:  # fmt: skip
+    """Parse the lines of ``piece`` (``first_line`` is the number of its first line).
+
+    Every line has the header's field count (the usual case): Polars' CSV reader splits them and
+    a rejected line's text is the fields joined again. Otherwise the lines are read one per row and
+    split with the odd ones set apart (:func:`_parse_batch`).
+    """
+    split = _fast_split(piece, sep, len(header), first_line, n_lines)
+    if split is None:
+        lines, bad_utf8 = _read_piece(piece, first_line, source_file)
+        batch = _parse_batch(lines, header, present, sep, timezone, source_file)
+        batch.rejects.extend(bad_utf8)
+        batch.lines += len(bad_utf8)
+        return batch
+    n = len(header)
+
+    def text_of(line_nos: list[int]) -> dict[int, str]:
+        wanted = pl.Series(line_nos, dtype=pl.Int64).implode()
+        return dict(
+            split.lazy().filter(pl.col("line_no").is_in(wanted))
+            .select("line_no", pl.concat_str([f"f{i}" for i in range(n)], separator=sep))
+            .collect().iter_rows()
+        )  # fmt: skip
+
+    return _typed_batch(split, header, present, timezone, source_file, [], 0, split.height,
+                        None, text_of)  # fmt: skip
 
 
 def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str], sep: str,
@@ -840,13 +960,29 @@ def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str]
         if chosen.height:
             split = pl.concat([split, chosen], how="vertical").sort("line_no")
 
+    def text_of(line_nos: list[int]) -> dict[int, str]:
+        wanted = pl.Series(line_nos, dtype=pl.Int64).implode()
+        return dict(
+            body.select(pl.col("line_no").cast(pl.Int64), "line")
+            .filter(pl.col("line_no").is_in(wanted))
+            .iter_rows()
+        )
+
+    return _typed_batch(split, header, present, timezone, source_file, rejects, blank_lines,
+                        body.height, odd_jobids, text_of)  # fmt: skip
+
+
+def _typed_batch(split: pl.DataFrame, header: list[str | None], present: set[str], timezone: str,
+                 source_file: str, rejects: list[Reject], blank_lines: int, lines: int,
+                 odd_jobids: pl.Series | None,
+                 text_of: Callable[[list[int]], dict[int, str]]) -> _Batch:  # fmt: skip
+    """Type and validate split lines (``line_no``, ``f0`` …) into a batch's runs and steps."""
     raw = _raw_frame(split, header)
     del split
-    alloc_lines = [raw.filter(raw["JobID"].str.contains(ALLOC_ID_RE).fill_null(False))
-                   ["line_no"]]  # fmt: skip
+    alloc_lines = [raw["line_no"].filter(raw["JobID"].str.contains(ALLOC_ID_RE).fill_null(False))]
     if odd_jobids is not None:
         alloc_lines.append(odd_jobids)
-    typed = _typed_checked(raw, header, present, timezone, source_file, body, rejects)
+    typed = _typed_checked(raw, header, present, timezone, source_file, text_of, rejects)
     del raw
     lf = typed.lazy()
     runs = lf.filter(~pl.col("is_step")).select(
@@ -856,13 +992,13 @@ def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str]
     steps = lf.filter(pl.col("is_step")).select(
         *(c for c in _STEP_SOURCE_COLUMNS if c in typed.columns)
     ).collect()  # fmt: skip
-    return _Batch(runs, steps, rejects, blank_lines, body.height,
-                  pl.concat(alloc_lines).cast(pl.Int64))  # fmt: skip
+    return _Batch(runs, steps, rejects, blank_lines, lines,
+                  pl.concat([a.cast(pl.Int64) for a in alloc_lines]))  # fmt: skip
 
 
 def _typed_checked(raw: pl.DataFrame, header: list[str | None], present: set[str], timezone: str,
-                   source_file: str, body: pl.DataFrame, rejects: list[Reject]
-                   ) -> pl.DataFrame:  # fmt: skip
+                   source_file: str, text_of: Callable[[list[int]], dict[int, str]],
+                   rejects: list[Reject]) -> pl.DataFrame:  # fmt: skip
     """``_typed``, then rows with a bad field or an unresolved DST time move to ``rejects``."""
     typed, checks = _typed(raw, present, timezone)
     checks = _order_checks(checks, header)
@@ -873,7 +1009,7 @@ def _typed_checked(raw: pl.DataFrame, header: list[str | None], present: set[str
         "bad", (pl.col("_amb") & ~pl.col("bad")).alias("amb")
     ).collect()
     if flags["bad"].any() or flags["amb"].any():
-        typed, more = _fix_or_reject(typed, raw, flags, checks, timezone, source_file, body)
+        typed, more = _fix_or_reject(typed, raw, flags, checks, timezone, source_file, text_of)
         rejects.extend(more)
     return typed
 
@@ -884,6 +1020,53 @@ _STEP_SOURCE_COLUMNS = (
     "alloc_nodes", "nodelist", "nodes", "alloc_tres", "alloc_gpus", "alloc_gpu_types",
     "alloc_mem_bytes", "line_no",
 )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Dump:
+    """What the header says: the delimiter, the field of each column, the fields present."""
+
+    sep: str
+    header: list[str | None]
+    present: set[str]
+
+
+def _read_header(data: bytes, delimiter: str | None, source_file: str) -> tuple[_Dump, int]:
+    """The header of a dump starting with ``data``, and where the body starts."""
+    if not data:
+        msg = f"{source_file}: expected a header line (JobID|JobIDRaw|…), found an empty file"
+        raise SacctFormatError(msg)
+    header_end = data.find(b"\n")
+    header_end = len(data) if header_end < 0 else header_end
+    try:
+        header_line = data[:header_end].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"{source_file}: expected a UTF-8 header on line 1, found invalid bytes"
+        raise SacctFormatError(msg) from exc
+    header_line = header_line.removesuffix("\r").removeprefix("\ufeff")
+    sep = delimiter if delimiter is not None else _detect_delimiter(header_line, source_file)
+    if sep == "":
+        msg = "expected a non-empty delimiter, found ''"
+        raise ValueError(msg)
+    header = _header_fields(header_line, sep, source_file)
+    present = {h for h in header if h is not None}
+    return _Dump(sep, header, present), min(len(data), header_end + 1)
+
+
+def _finish(runs: pl.DataFrame, steps: pl.DataFrame, step_keys: pl.Series,
+            source_file: str) -> tuple[pl.DataFrame, pl.DataFrame]:  # fmt: skip
+    """Runs (keys already numbered) and steps (with their run keys) in their final schemas."""
+    runs = runs.with_columns(pl.lit(source_file).alias("source_file")).select(
+        list(RUNS_SCHEMA)
+    ).cast(RUNS_SCHEMA)  # fmt: skip
+    steps = steps.with_columns(step_keys).lazy().select(
+        "run_key", "cluster", "job_id", pl.col("job_id_text").alias("step_job_id"), "job_id_raw",
+        "step_id", pl.col("job_name").alias("step_name"),
+        *(c for c in STEPS_SCHEMA if c in steps.columns and c not in {
+            "run_key", "cluster", "job_id", "job_id_raw", "step_id"}),
+        pl.lit(source_file).alias("source_file"),
+    ).select(list(STEPS_SCHEMA)).cast(STEPS_SCHEMA).collect()  # fmt: skip
+    return runs, steps
 
 
 def parse_sacct(
@@ -906,25 +1089,8 @@ def parse_sacct(
     """
     check_timezone(timezone)
     data = _source_bytes(source)
-    if not data:
-        msg = f"{source_file}: expected a header line (JobID|JobIDRaw|…), found an empty file"
-        raise SacctFormatError(msg)
-    header_end = data.find(b"\n")
-    header_end = len(data) if header_end < 0 else header_end
-    try:
-        header_line = data[:header_end].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        msg = f"{source_file}: expected a UTF-8 header on line 1, found invalid bytes"
-        raise SacctFormatError(msg) from exc
-    header_line = header_line.removesuffix("\r").removeprefix("\ufeff")
-    sep = delimiter if delimiter is not None else _detect_delimiter(header_line, source_file)
-    if sep == "":
-        msg = "expected a non-empty delimiter, found ''"
-        raise ValueError(msg)
-    header = _header_fields(header_line, sep, source_file)
-    present = {h for h in header if h is not None}
+    dump, body_start = _read_header(data, delimiter, source_file)
 
-    body_start = min(len(data), header_end + 1)
     body_bytes = len(data) - body_start
     parts = _THREADS * max(1, -(-body_bytes // (_THREADS * BATCH_BYTES)))
     bounds = _chunk_bounds(data, body_start, max(1, -(-body_bytes // parts)))
@@ -933,11 +1099,9 @@ def parse_sacct(
     del data
 
     def work(bound: tuple[int, int, int]) -> _Batch:
-        lines, bad_utf8 = _read_chunk(held[0], *bound, source_file)
-        batch = _parse_batch(lines, header, present, sep, timezone, source_file)
-        batch.rejects.extend(bad_utf8)
-        batch.lines += len(bad_utf8)
-        return batch
+        begin, end, first_line = bound
+        return _parse_piece(held[0][begin:end], first_line, dump.header, dump.present, dump.sep,
+                            timezone, source_file)  # fmt: skip
 
     with ThreadPoolExecutor(max_workers=min(len(bounds), _THREADS)) as pool:
         batches = list(pool.map(work, bounds))
@@ -952,29 +1116,158 @@ def parse_sacct(
     alloc_lines = pl.concat([b.alloc_lines for b in batches])
     del batches
 
-    runs = runs.with_columns(pl.lit(source_file).alias("source_file")).select(
-        list(RUNS_SCHEMA)
-    ).cast(RUNS_SCHEMA)  # fmt: skip
     step_keys = _step_run_keys(steps, runs, alloc_lines, lines_read + 1)
-    steps = steps.with_columns(step_keys).lazy().select(
-        "run_key", "cluster", "job_id", pl.col("job_id_text").alias("step_job_id"), "job_id_raw",
-        "step_id", pl.col("job_name").alias("step_name"),
-        *(c for c in STEPS_SCHEMA if c in steps.columns and c not in {
-            "run_key", "cluster", "job_id", "job_id_raw", "step_id"}),
-        pl.lit(source_file).alias("source_file"),
-    ).select(list(STEPS_SCHEMA)).cast(STEPS_SCHEMA).collect()  # fmt: skip
+    runs, steps = _finish(runs, steps, step_keys, source_file)
 
     rejects.sort(key=lambda r: r.line_no)
     return SacctParse(
         runs=runs, steps=steps, rejects=rejects, lines_read=lines_read,
-        blank_lines=blank_lines, delimiter=sep,
-        fields=tuple(h if h is not None else "" for h in header),
+        blank_lines=blank_lines, delimiter=dump.sep,
+        fields=tuple(h if h is not None else "" for h in dump.header),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# streaming (bounded memory, for loading big dumps batch by batch)
+
+
+@dataclass(frozen=True)
+class SacctBatch:
+    """One batch of :func:`iter_sacct_batches`: a run of whole jobs of the dump.
+
+    ``runs``/``steps``/``rejects`` are what :func:`parse_sacct` gives for these lines when
+    ``complete`` is true and no run key of ``base_keys`` occurs in another batch (requeued runs
+    that share a key are numbered within the batch). ``complete`` is false when a step's run is
+    not the allocation line above it in this batch (a reordered dump): its ``run_key`` is then
+    unknown here, and the caller should parse the dump whole.
+    """
+
+    runs: pl.DataFrame
+    steps: pl.DataFrame
+    rejects: list[Reject]
+    lines_read: int
+    blank_lines: int
+    base_keys: pl.Series
+    complete: bool
+
+
+_ALLOC_ID_BYTES = re.compile(ALLOC_ID_RE.encode())
+#: How far back from a batch's end the cut looks for an allocation line.
+_CUT_LOOKBACK = 1 << 20
+
+
+def _job_cut(data: bytes, sep: bytes, jobid_at: int, raw_at: int) -> int:
+    """Where to end a batch of ``data`` (whose last line may be incomplete).
+
+    At the start of its last allocation line whose JobIDRaw differs from the line above's, so each
+    job's steps, and the runs of a requeued job, stay in one batch. When there is none: 0 (read
+    on) if ``data`` is shorter than the look-back, else the start of its last line.
+    """
+    last = data.rfind(b"\n")
+    if last < 0:
+        return 0
+    width = max(jobid_at, raw_at) + 1
+
+    def head(begin: int, end: int) -> list[bytes]:
+        return data[begin : min(end, begin + 512)].split(sep, width)
+
+    p = last + 1  # the start of the (incomplete or next) last line
+    floor = max(0, len(data) - _CUT_LOOKBACK)
+    while p > floor:
+        begin = data.rfind(b"\n", 0, p - 1) + 1
+        if begin == 0:  # maybe the tail of a line cut by the read
+            break
+        fields = head(begin, p - 1)
+        if len(fields) > width and _ALLOC_ID_BYTES.match(fields[jobid_at]):
+            above = head(data.rfind(b"\n", 0, begin - 1) + 1, begin - 1)
+            if len(above) <= width or above[raw_at].split(b".", 1)[0] != fields[raw_at]:
+                return begin
+        p = begin
+    return 0 if floor == 0 else last + 1
+
+
+def iter_sacct_batches(
+    source: Path,
+    *,
+    delimiter: str | None = None,
+    timezone: str = "UTC",
+    source_file: str,
+    batch_bytes: int | None = None,
+) -> Iterator[SacctBatch]:
+    """Parse a sacct dump file batch by batch, reading it incrementally (bounded memory).
+
+    Batches are cut before allocation lines, so a job's lines stay together. Each batch is what
+    :func:`parse_sacct` would give for its lines, see :class:`SacctBatch` for the two cases
+    (reordered steps, run keys shared across batches) where the caller must fall back to
+    :func:`parse_sacct`. Raises :class:`SacctFormatError` like :func:`parse_sacct`.
+    """
+    check_timezone(timezone)
+    if not source.is_file():
+        msg = f"expected a sacct dump at {source}, found none"
+        raise SourceError(msg)
+    target = max(1, batch_bytes or STREAM_BATCH_BYTES)
+    opener = gzip.open if source.suffix == ".gz" else open
+    with opener(source, "rb") as fh:
+        pending = fh.read(target)
+        while b"\n" not in pending:
+            more = fh.read(target)
+            if not more:
+                break
+            pending += more
+        dump, body_start = _read_header(pending, delimiter, source_file)
+        sep_bytes = dump.sep.encode("utf-8")
+        jobid_at, raw_at = dump.header.index("JobID"), dump.header.index("JobIDRaw")
+        pending = pending[body_start:]
+        line_no = 2
+        while True:
+            block = fh.read(target)
+            eof = not block
+            if not eof:
+                cut = _job_cut(block, sep_bytes, jobid_at, raw_at)
+                if cut:
+                    piece = b"".join((pending, memoryview(block)[:cut])) if pending else block[:cut]
+                    pending = block[cut:]
+                else:  # no cut in this block alone: look at all that is pending
+                    data = pending + block
+                    cut = _job_cut(data, sep_bytes, jobid_at, raw_at)
+                    if not cut:  # read on
+                        pending = data
+                        continue
+                    piece, pending = data[:cut], data[cut:]
+                    del data
+            else:
+                piece, pending = pending, b""
+            del block
+            if piece:
+                lines = _line_count(piece)
+                batch = _parse_piece(piece, line_no, dump.header, dump.present, dump.sep,
+                                     timezone, source_file, lines)  # fmt: skip
+                del piece
+                yield _stream_batch(batch, line_no, source_file)
+                line_no += lines
+            if eof:
+                return
+
+
+def _stream_batch(batch: _Batch, first_line: int, source_file: str) -> SacctBatch:
+    base_keys = batch.runs["run_key"]
+    runs = _dedupe_run_keys(batch.runs)
+    if batch.steps.height:
+        keys, look_up = _step_anchor_keys(batch.steps, runs, batch.alloc_lines, batch.lines,
+                                          offset=first_line)  # fmt: skip
+        complete = not look_up.any()
+    else:
+        keys, complete = pl.Series("run_key", [], dtype=pl.String), True
+    runs, steps = _finish(runs, batch.steps, keys, source_file)
+    rejects = sorted(batch.rejects, key=lambda r: r.line_no)
+    return SacctBatch(runs, steps, rejects, batch.lines, batch.blank_lines, base_keys.unique(),
+                      complete)  # fmt: skip
 
 
 def _fix_or_reject(typed: pl.DataFrame, raw: pl.DataFrame, flags: pl.DataFrame,
                    checks: list[_Check], timezone: str, source_file: str,
-                   lines: pl.DataFrame) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
+                   text_of: Callable[[list[int]], dict[int, str]],
+                   ) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
     """Rows with a bad field → rejects; rows with ambiguous local times → resolved or rejects."""
     rejects: list[Reject] = []
     rows = pl.Series("_row", range(typed.height), dtype=pl.UInt32)
@@ -983,12 +1276,7 @@ def _fix_or_reject(typed: pl.DataFrame, raw: pl.DataFrame, flags: pl.DataFrame,
     touched = bad_rows + amb_rows
     sub_typed = typed[touched]
     sub_raw = raw[touched]
-    wanted = sub_typed["line_no"].cast(pl.Int64)
-    line_text = dict(
-        lines.select(pl.col("line_no").cast(pl.Int64), "line")
-        .filter(pl.col("line_no").is_in(wanted.implode()))
-        .iter_rows()
-    )
+    line_text = text_of(sub_typed["line_no"].cast(pl.Int64).to_list())
     drop: list[int] = []
     fixes: list[tuple[int, dict[str, object]]] = []
     n_bad = len(bad_rows)
