@@ -67,6 +67,8 @@ from connectors.kubernetes.prometheus import MetricsSource
 from connectors.kubernetes.records import TS, label
 from connectors.kubernetes.workload_snapshot import read_workload_snapshot
 from gpuledger.service import LoadResult
+from gpuledger.timewindows import daily_windows  # noqa: F401
+from gpuledger.timewindows import utc_naive as _utc_naive
 from models import schema
 from models.runner import record_ingest, replace_rows, transaction
 
@@ -127,10 +129,6 @@ class KubernetesLoad:
 # --------------------------------------------------------------------------- helpers
 
 
-def _utc_naive(value: datetime) -> datetime:
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value
 
 
 def floor_to(value: datetime, step: timedelta) -> datetime:
@@ -144,19 +142,6 @@ def ceil_to(value: datetime, step: timedelta) -> datetime:
     return floor if floor == value else floor + step
 
 
-def daily_windows(start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
-    """``[start, end)`` split at UTC midnights."""
-    start, end = _utc_naive(start), _utc_naive(end)
-    if end <= start:
-        msg = f"expected an end after the start, found {start:%F %T} .. {end:%F %T}"
-        raise ValueError(msg)
-    out = []
-    cursor = start
-    while cursor < end:
-        midnight = floor_to(cursor, timedelta(days=1)) + timedelta(days=1)
-        out.append((cursor, min(midnight, end)))
-        cursor = min(midnight, end)
-    return out
 
 
 class _MemoSource:

@@ -33,6 +33,8 @@ from connectors.slurm.sreport import (
     parse_account_utilization_by_user,
     parse_cluster_utilization,
 )
+from gpuledger.timewindows import daily_windows  # noqa: F401  (re-exported for callers)
+from gpuledger.timewindows import utc_naive as _utc_naive
 from models import schema
 from models.runner import (
     append_rows,
@@ -73,10 +75,6 @@ class SlurmLoad:
         return text
 
 
-def _utc_naive(value: datetime) -> datetime:
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value
 
 
 def node_models(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -415,19 +413,6 @@ def import_sacct_file(
                        partition_key=str(path))
 
 
-def daily_windows(start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
-    """Split ``[start, end)`` at UTC midnights."""
-    start, end = _utc_naive(start), _utc_naive(end)
-    if end <= start:
-        msg = f"expected an end after the start, found {start:%F %T} .. {end:%F %T}"
-        raise ValueError(msg)
-    windows = []
-    cursor = start
-    while cursor < end:
-        midnight = datetime.combine(cursor.date() + timedelta(days=1), datetime.min.time())
-        windows.append((cursor, min(midnight, end)))
-        cursor = min(midnight, end)
-    return windows
 
 
 def within_window(parsed: SacctParse, start: datetime, end: datetime) -> SacctParse:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from connectors.errors import SourceError
+from connectors.kubernetes.workload_snapshot import check_kubectl_list
 from connectors.slurm.commands import CommandRunner
 
 WORKLOADS_RESOURCE = "workloads.kueue.x-k8s.io"
@@ -45,9 +46,7 @@ def fetch_workload_snapshot(
     except json.JSONDecodeError as exc:
         msg = f"expected JSON from kubectl get {WORKLOADS_RESOURCE}, found: {text[:200]!r}"
         raise SourceError(msg) from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
-        msg = f"expected a kubectl List with 'items', found {type(doc).__name__}"
-        raise SourceError(msg)
+    check_kubectl_list(doc, f"kubectl get {WORKLOADS_RESOURCE}")
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
     dest_dir.mkdir(parents=True, exist_ok=True)
     path = dest_dir / f"workloads-{stamp}.json"

@@ -33,6 +33,14 @@ def _timestamp(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=None)
 
 
+def check_kubectl_list(doc: object, origin: str) -> dict:
+    """The document if it is a kubectl List (``{"items": [...]}``), else a ``SourceError``."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
+        msg = f"{origin}: expected a kubectl List with an 'items' array, found {type(doc).__name__}"
+        raise SourceError(msg)
+    return doc
+
+
 def read_workload_snapshot(path: Path) -> tuple[pl.DataFrame, list[Reject]]:
     """Return one row per Workload item; items without a uid are rejected with their index."""
     try:
@@ -44,9 +52,7 @@ def read_workload_snapshot(path: Path) -> tuple[pl.DataFrame, list[Reject]]:
     except json.JSONDecodeError as exc:
         msg = f"{path}:{exc.lineno}: expected JSON from kubectl -o json, found {exc.msg}"
         raise SourceError(msg) from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
-        msg = f"{path}: expected a kubectl List with an 'items' array, found {type(doc).__name__}"
-        raise SourceError(msg)
+    check_kubectl_list(doc, str(path))
     rows: list[dict[str, object]] = []
     rejects: list[Reject] = []
     for index, item in enumerate(doc["items"]):

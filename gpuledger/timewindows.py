@@ -1,0 +1,25 @@
+"""UTC time helpers shared by the ingest modules."""
+
+from datetime import UTC, datetime, timedelta
+
+
+def utc_naive(value: datetime) -> datetime:
+    """A naive datetime meaning UTC (aware values are converted, naive ones taken as UTC)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def daily_windows(start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
+    """Split ``[start, end)`` at UTC midnights."""
+    start, end = utc_naive(start), utc_naive(end)
+    if end <= start:
+        msg = f"expected an end after the start, found {start:%F %T} .. {end:%F %T}"
+        raise ValueError(msg)
+    windows = []
+    cursor = start
+    while cursor < end:
+        midnight = datetime.combine(cursor.date() + timedelta(days=1), datetime.min.time())
+        windows.append((cursor, min(midnight, end)))
+        cursor = min(midnight, end)
+    return windows
