@@ -13,6 +13,9 @@ import sys
 BENCHMARKS: dict[str, str] = {
     "sacct_ingest": "benchmarks.sacct_ingest",
     "prometheus_read": "benchmarks.prometheus_read",
+    "detector_quality": "benchmarks.detector_quality",
+    "detector_speed": "benchmarks.detector_speed",
+    "dashboard_speed": "benchmarks.dashboard_speed",
 }
 
 

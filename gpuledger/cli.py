@@ -20,27 +20,17 @@ from connectors.kubernetes.workload_api import fetch_workload_snapshot
 from connectors.slurm.commands import CommandRunner
 from gpuledger import k8s_ingest, service, slurm_ingest
 from gpuledger.config import Settings, load_settings
+from gpuledger.progress import Progress
 from gpuledger.simulate.cli_args import add_arguments as add_simulate_arguments
 from gpuledger.simulate.cli_args import run_from_args as run_simulation
 from models import build
+from models.incidents import DEFAULT_IDLE_MIN_MINUTES, DEFAULT_IDLE_THRESHOLD, build_incidents
 from models.runner import connect, publish_snapshot
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 
-Handler = Callable[[argparse.Namespace, Settings], int]
-
-
-def _not_implemented(issue: str) -> Handler:
-    def handler(args: argparse.Namespace, settings: Settings) -> int:
-        print(
-            f"gpuledger {args.command}: not implemented yet (planned in the {issue} work)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-
-    return handler
 
 
 def _report(result: service.LoadResult) -> int:
@@ -129,15 +119,17 @@ def _ingest_kubernetes_days(
 ) -> None:
     """Ingest ``[start, end)`` day by day (progress lines on stderr), then the Workloads."""
     days = k8s_ingest.daily_windows(start, end)
-    for number, (day_start, day_end) in enumerate(days, start=1):
-        counter = f"day {number}/{len(days)}" if indent else f"[{number}/{len(days)}]"
-        print(f"{indent}{counter} prometheus {day_start:%Y-%m-%d}", file=sys.stderr)
+    progress = Progress(len(days))
+    for day_start, day_end in days:
+        progress.start(f"{indent}prometheus {day_start:%Y-%m-%d}")
         load = k8s_ingest.ingest_kubernetes_window(
             con, source, day_start, day_end, lookback=lookback, cluster=cluster,
             scrape_interval=scrape_interval,
         )
         text = load.summary(max_warnings)
-        print(f"{indent}  " + text.replace("\n", f"\n{indent}  "), file=sys.stderr)
+        progress.note(f"{indent}  " + text.replace("\n", f"\n{indent}  "))
+        progress.advance()
+    progress.finish()
     if workloads is not None:
         result = k8s_ingest.import_workload_conditions(con, workloads)
         print(f"{indent}{result.summary()}", file=sys.stderr)
@@ -167,16 +159,18 @@ def cmd_ingest_slurm(args: argparse.Namespace, settings: Settings) -> int:
     start, end = _parse_time(args.start), _parse_time(args.end)
     days = slurm_ingest.daily_windows(start, end)
     with connect(settings.db) as con:
-        for number, (day_start, day_end) in enumerate(days, start=1):
-            print(f"[{number}/{len(days)}] sacct {day_start:%Y-%m-%d}", file=sys.stderr)
+        progress = Progress(len(days))
+        for day_start, day_end in days:
+            progress.start(f"sacct {day_start:%Y-%m-%d}")
             result = slurm_ingest.ingest_slurm_window(
                 con, runner, day_start, day_end, lookback=timedelta(hours=args.lookback_hours)
             )
-            print("  " + result.summary().replace("\n", "\n  "), file=sys.stderr)
+            progress.note("  " + result.summary().replace("\n", "\n  "))
             if not args.no_sreport:
                 util, accounts = slurm_ingest.ingest_sreport(con, runner, day_start, day_end)
-                print(f"  sreport: {util} utilization rows, {accounts} account rows",
-                      file=sys.stderr)
+                progress.note(f"  sreport: {util} utilization rows, {accounts} account rows")
+            progress.advance()
+        progress.finish()
         publish_snapshot(con, settings.db)
     return EXIT_OK
 
@@ -264,14 +258,31 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
         print(f"building {days} day(s) {first} .. {last}", file=sys.stderr)
         rows = build.build_allocations(con, first, last)
         print(f"allocations: {rows} rows", file=sys.stderr)
+        print(f"gpu_usage_hourly: {build.build_gpu_usage_hourly(con, first, last)} rows",
+              file=sys.stderr)
         lines = build.build_chargeback(con, first, last)
         print(f"chargeback: {lines} invoice lines (day, week, month)", file=sys.stderr)
+        print(build_incidents(con, first, last, idle_threshold=args.idle_threshold,
+                              idle_min_minutes=args.idle_min_minutes).summary(), file=sys.stderr)
         publish_snapshot(con, settings.db)
     return EXIT_OK
 
 
 def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
     sys.stdout.write(service.run_sql(settings.db, args.query))
+    return EXIT_OK
+
+
+def cmd_report_weekly(args: argparse.Namespace, settings: Settings) -> int:
+    from gpuledger.report import parse_iso_week, write_weekly_report
+    from gpuledger.report.location import reports_dir
+    from models.runner import read_snapshot
+
+    week = parse_iso_week(args.week)  # a bad week fails before the ledger is opened
+    out = Path(args.out) if args.out else reports_dir(settings)
+    with read_snapshot(settings.db) as con:  # the published copy: the pipeline may be writing
+        report = write_weekly_report(con, week, out)
+    print(report.summary(), file=sys.stderr)
     return EXIT_OK
 
 
@@ -372,6 +383,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build", help="build the accounting model and the detectors")
     p.add_argument("--start", help="first UTC day (default: the first day with data)")
     p.add_argument("--end", help="UTC day after the last one (default: after the last data)")
+    p.add_argument("--idle-threshold", type=float, default=DEFAULT_IDLE_THRESHOLD,
+                   help="busy fraction below which a held GPU is idle (default "
+                   f"{DEFAULT_IDLE_THRESHOLD})")
+    p.add_argument("--idle-min-minutes", type=float, default=DEFAULT_IDLE_MIN_MINUTES,
+                   help="shortest idle period reported as an incident (default "
+                   f"{DEFAULT_IDLE_MIN_MINUTES})")
     p.set_defaults(handler=cmd_build)
 
     p = sub.add_parser("sql", help="run a read-only SQL query; CSV with a header on stdout")
@@ -382,7 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     report = p.add_subparsers(dest="kind", required=True, metavar="KIND")
     q = report.add_parser("weekly", help="the weekly chargeback report")
     q.add_argument("--week", required=True, help="ISO week, YYYY-Www")
-    q.set_defaults(handler=_not_implemented("weekly report"))
+    q.add_argument("--out", help="folder that gets <YYYY-Www>/ (env GPULEDGER_REPORTS; "
+                   "default: the reports_dir setting, reports)")
+    q.set_defaults(handler=cmd_report_weekly)
 
     p = sub.add_parser("dashboard", help="serve the Streamlit dashboards")
     p.add_argument("--port", type=int, default=8501)

@@ -10,6 +10,7 @@ import duckdb
 
 from models import load_sql
 from models.runner import transaction
+from models.schema import CHARGEBACK, Table
 
 # Domain staging models, unioned into the view stg_allocations (same column layout).
 STAGING_MODELS = ("stg_slurm_allocations", "stg_kubernetes_allocations")
@@ -58,6 +59,61 @@ def build_allocations(con: duckdb.DuckDBPyConnection, first_day: date, last_day:
     return rows
 
 
+# Tables build_gpu_usage_hourly rewrites per UTC day, in order (each reads the one before).
+USAGE_TABLES = (
+    ("allocation_usage_hourly", "gpu_usage_hourly_allocations"),
+    ("gpu_usage_hourly", "gpu_usage_hourly"),
+    ("node_usage_hourly", "node_usage_hourly"),
+)
+
+# A reading's span is at most an hour: one hour of readings on each side of the days is enough.
+READING_MARGIN = timedelta(hours=1)
+
+
+def create_usage_matches(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date) -> None:
+    """Temp tables ``usage_samples`` (dcgm readings with their spans) and ``usage_matched``
+    (readings matched to the allocations rows of ``first_day`` .. ``last_day``, per GPU-hour)."""
+    day_start = datetime.combine(first_day, datetime.min.time())
+    day_end = datetime.combine(last_day + timedelta(days=1), datetime.min.time())
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE usage_samples AS {load_sql('gpu_usage_hourly_samples')}",
+        {"from_ts": day_start - READING_MARGIN, "to_ts": day_end + READING_MARGIN},
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE usage_matched AS {load_sql('gpu_usage_hourly_matched')}",
+        {"first_day": first_day, "end_day": last_day + timedelta(days=1)},
+    )
+
+
+def build_gpu_usage_hourly(
+    con: duckdb.DuckDBPyConnection, first_day: date, last_day: date
+) -> int:
+    """Rebuild ``allocation_usage_hourly``, ``gpu_usage_hourly`` and ``node_usage_hourly`` for
+    the UTC days ``first_day`` .. ``last_day`` (inclusive) from ``allocations`` and
+    ``gpu_utilization``; returns the ``gpu_usage_hourly`` rows of those days."""
+    end_day = last_day + timedelta(days=1)
+    create_usage_matches(con, first_day, last_day)
+    with transaction(con):
+        for table_name, model in USAGE_TABLES:
+            con.execute(f"DELETE FROM {table_name} WHERE day >= ? AND day < ?",
+                        [first_day, end_day])
+            con.execute(f"INSERT INTO {table_name} BY NAME {load_sql(model)}",
+                        {"first_day": first_day, "end_day": end_day})
+        rows = con.execute(
+            "SELECT count(*) FROM gpu_usage_hourly WHERE day >= ? AND day < ?",
+            [first_day, end_day],
+        ).fetchone()[0]
+    for temp in ("usage_matched", "usage_samples"):
+        con.execute(f"DROP TABLE IF EXISTS {temp}")
+    return rows
+
+
+def add_missing_columns(con: duckdb.DuckDBPyConnection, target: Table) -> None:
+    """Add columns declared since ``target`` was created (a ledger from an older version)."""
+    for column, column_type in target.columns:
+        con.execute(f'ALTER TABLE {target.name} ADD COLUMN IF NOT EXISTS "{column}" {column_type}')
+
+
 def _period_bounds(first_day: date, last_day: date, kind: str) -> tuple[date, date]:
     """Whole periods of ``kind`` covering ``first_day`` .. ``last_day`` (end exclusive)."""
     if kind == "day":
@@ -73,20 +129,21 @@ def _period_bounds(first_day: date, last_day: date, kind: str) -> tuple[date, da
 
 def build_chargeback(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date) -> int:
     """Rebuild the invoice lines of every day, ISO week and month touching the given days."""
+    add_missing_columns(con, CHARGEBACK)
     rows = 0
     with transaction(con):
         for kind in ("day", "week", "month"):
             start, end = _period_bounds(first_day, last_day, kind)
             con.execute(
-                "DELETE FROM chargeback WHERE period_kind = ? AND period_start >= ? "
+                "DELETE FROM chargeback_periods WHERE period_kind = ? AND period_start >= ? "
                 "AND period_start < ?", [kind, start, end],
             )
             con.execute(
-                f"INSERT INTO chargeback BY NAME {load_sql('chargeback')}",
+                f"INSERT INTO chargeback_periods BY NAME {load_sql('chargeback')}",
                 {"period_kind": kind, "first_day": start, "end_day": end},
             )
             rows += con.execute(
-                "SELECT count(*) FROM chargeback WHERE period_kind = ? AND period_start >= ? "
-                "AND period_start < ?", [kind, start, end],
+                "SELECT count(*) FROM chargeback_periods WHERE period_kind = ? "
+                "AND period_start >= ? AND period_start < ?", [kind, start, end],
             ).fetchone()[0]
     return rows

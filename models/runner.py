@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from models.schema import ALL_TABLES, INGEST_RUNS, Table
+from models.schema import ALL_TABLES, ALL_VIEWS, CHARGEBACK, CHARGEBACK_VIEW, INGEST_RUNS, Table
 
 
 def snapshot_path(db_path: Path) -> Path:
@@ -40,8 +40,27 @@ def connect(db_path: Path, *, read_only: bool = False) -> Iterator[duckdb.DuckDB
 
 def ensure_schema(con: duckdb.DuckDBPyConnection, tables: Sequence[Table] = ALL_TABLES) -> None:
     """Create every known table that does not exist yet."""
+    _migrate(con)
     for t in tables:
         con.execute(t.ddl())
+    if tables is ALL_TABLES:
+        for v in ALL_VIEWS:
+            con.execute(v.ddl())
+
+
+def _kind(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
+    row = con.execute(
+        "SELECT table_type FROM information_schema.tables WHERE table_name = ? "
+        "AND table_schema = current_schema()", [name]).fetchone()
+    return row[0] if row else None
+
+
+def _migrate(con: duckdb.DuckDBPyConnection) -> None:
+    """Ledgers written before the invoice view: their table ``chargeback`` held every period
+    kind; it becomes ``chargeback_periods`` (same rows) and ``chargeback`` the weekly view."""
+    if (_kind(con, CHARGEBACK_VIEW.name) == "BASE TABLE"
+            and _kind(con, CHARGEBACK.name) is None):
+        con.execute(f"ALTER TABLE {CHARGEBACK_VIEW.name} RENAME TO {CHARGEBACK.name}")
 
 
 @contextmanager
@@ -187,7 +206,8 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, db_path: Path) -> Path:
     source_catalog = con.execute("SELECT current_database()").fetchone()[0]
     con.execute(f"ATTACH '{tmp}' AS {alias}")
     try:
-        con.execute(f"COPY FROM DATABASE {source_catalog} TO {alias}")
+        quoted = '"' + source_catalog.replace('"', '""') + '"'  # a file stem may hold '-'
+        con.execute(f"COPY FROM DATABASE {quoted} TO {alias}")
     finally:
         con.execute(f"DETACH {alias}")
     tmp.replace(target)

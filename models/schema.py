@@ -639,7 +639,7 @@ KUBERNETES_TABLES: tuple[Table, ...] = (
 )
 
 CHARGEBACK = Table(
-    "chargeback",
+    "chargeback_periods",
     (
         ("period_kind", "VARCHAR"),
         ("period", "VARCHAR"),
@@ -656,16 +656,174 @@ CHARGEBACK = Table(
         ("gpu_hours", "DECIMAL(18,6)"),
         ("allocations", "BIGINT"),
         ("amount", "DECIMAL(18,2)"),
+        ("measured_gpu_hours", "DECIMAL(18,6)"),
+        ("busy_gpu_hours", "DECIMAL(18,6)"),
+        ("idle_gpu_hours", "DECIMAL(18,6)"),
     ),
     key=("period_kind", "period", "cost_centre", "team", "person", "domain", "gpu_model",
          "rate_valid_from", "rate_per_gpu_hour"),
-    doc="Invoice lines per period (day, ISO week, month) and owner; one rate per line, amount "
-    "rounded once per line.",
+    doc="Invoice lines of every period kind (day, ISO week, month) and owner (the view "
+    "`chargeback` shows the ISO-week lines); one rate per line, amount "
+    "rounded once per line (on allocated GPU-seconds only). measured/busy/idle GPU-hours are "
+    "shown beside it: the allocated hours dcgm-exporter covered, and their busy and idle parts.",
+)
+
+# --- hourly usage (models/sql/gpu_usage_hourly*.sql, node_usage_hourly.sql) ---
+# Rebuilt per UTC day by build_gpu_usage_hourly; GPU-seconds: allocated exact to the second,
+# measured/busy/idle utilization-weighted, summed exactly in DECIMAL (a rebuild changes nothing).
+
+_USAGE_COLUMNS = (
+    ("allocated_gpu_seconds", "BIGINT"),
+    ("measured_gpu_seconds", "DECIMAL(18,6)"),
+    ("busy_gpu_seconds", "DECIMAL(18,6)"),
+    ("idle_gpu_seconds", "DECIMAL(18,6)"),
+)
+
+ALLOCATION_USAGE_HOURLY = Table(
+    "allocation_usage_hourly",
+    (
+        ("day", "DATE"),
+        ("hour", "TIMESTAMP"),
+        ("domain", "VARCHAR"),
+        ("cluster", "VARCHAR"),
+        ("pool", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),
+        ("source_key", "VARCHAR"),
+        ("job_id", "VARCHAR"),
+        ("name", "VARCHAR"),
+        ("start_ts", "TIMESTAMP"),
+        ("gpus", "BIGINT"),
+        ("person", "VARCHAR"),
+        ("team", "VARCHAR"),
+        ("cost_centre", "VARCHAR"),
+        *_USAGE_COLUMNS,
+    ),
+    key=("day", "domain", "source_key", "node", "start_ts", "hour"),
+    doc="One row per allocations row per UTC hour it overlaps (day, domain, source_key, node, "
+    "start_ts name the allocations row): allocated GPU-seconds clipped to the hour, and the "
+    "dcgm-exporter readings of that allocation's own GPUs inside its own interval.",
+)
+
+GPU_USAGE_HOURLY = Table(
+    "gpu_usage_hourly",
+    (
+        ("hour", "TIMESTAMP"),
+        ("day", "DATE"),
+        ("domain", "VARCHAR"),
+        ("cluster", "VARCHAR"),
+        ("pool", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),
+        ("person", "VARCHAR"),
+        ("team", "VARCHAR"),
+        ("cost_centre", "VARCHAR"),
+        *_USAGE_COLUMNS,
+        ("allocations", "BIGINT"),
+    ),
+    key=("hour", "domain", "cluster", "pool", "node", "gpu_model", "person", "team",
+         "cost_centre"),
+    doc="GPU usage per UTC hour, domain, cluster, pool (Slurm partition / node pool), node, GPU "
+    "model and owner: allocated, measured (covered by dcgm data), busy and idle GPU-seconds.",
+)
+
+NODE_USAGE_HOURLY = Table(
+    "node_usage_hourly",
+    (
+        ("hour", "TIMESTAMP"),
+        ("day", "DATE"),
+        ("cluster", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("pool", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),
+        ("capacity_gpus", "BIGINT"),
+        ("capacity_gpu_seconds", "BIGINT"),
+        ("allocated_gpu_seconds", "BIGINT"),
+        ("slurm_gpu_seconds", "BIGINT"),
+        ("kubernetes_gpu_seconds", "BIGINT"),
+        ("unallocated_gpu_seconds", "BIGINT"),
+        ("measured_gpu_seconds", "DECIMAL(18,6)"),
+        ("busy_gpu_seconds", "DECIMAL(18,6)"),
+    ),
+    key=("hour", "node"),
+    doc="Per node and UTC hour: inventory capacity, GPU-seconds allocated by both schedulers, "
+    "unallocated (capacity - allocated; negative only when over-allocated) and what "
+    "dcgm-exporter measured busy on the node's GPUs, whoever held them.",
+)
+
+# --- detectors (models/incidents.py, models/sql/detect_*.sql, bridge_pairs.sql) ---
+
+INCIDENTS = Table(
+    "incidents",
+    (
+        ("incident_id", "VARCHAR"),
+        ("day", "DATE"),
+        ("kind", "VARCHAR"),
+        ("domain", "VARCHAR"),
+        ("cluster", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("gpu_uuids", "VARCHAR[]"),
+        ("gpus", "BIGINT"),
+        ("start_ts", "TIMESTAMP"),
+        ("end_ts", "TIMESTAMP"),
+        ("gpu_seconds", "BIGINT"),
+        ("rate_per_gpu_hour", "DECIMAL(18,6)"),
+        ("cost", "DECIMAL(18,2)"),
+        ("currency", "VARCHAR"),
+        ("slurm_job", "VARCHAR"),
+        ("k8s_workload", "VARCHAR"),
+        ("person", "VARCHAR"),
+        ("team", "VARCHAR"),
+        ("cost_centre", "VARCHAR"),
+        ("other_person", "VARCHAR"),
+        ("other_team", "VARCHAR"),
+        ("other_cost_centre", "VARCHAR"),
+        ("evidence_level", "VARCHAR"),
+        ("share", "DOUBLE"),
+        ("detail", "VARCHAR"),
+        ("evidence", "VARCHAR"),
+    ),
+    key=("incident_id",),
+    doc="Detected incidents (double_scheduled, partial_gang, idle_allocation), one row each, "
+    "filed under the UTC day they started: where, which GPUs, when, the overlapped or wasted "
+    "GPU-seconds and their cost, the owners and the evidence rows (docs/detectors.md).",
+)
+
+BRIDGE_PAIRS = Table(
+    "bridge_pairs",
+    (
+        ("day", "DATE"),
+        ("cluster", "VARCHAR"),
+        ("slurm_run_key", "VARCHAR"),
+        ("slurm_job", "VARCHAR"),
+        ("slurm_nodes", "VARCHAR"),
+        ("slurm_start", "TIMESTAMP"),
+        ("slurm_end", "TIMESTAMP"),
+        ("slurm_gpus", "BIGINT"),
+        ("k8s_namespace", "VARCHAR"),
+        ("pod", "VARCHAR"),
+        ("pod_uid", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("pod_start", "TIMESTAMP"),
+        ("pod_end", "TIMESTAMP"),
+        ("pod_gpus", "BIGINT"),
+        ("matched", "BOOLEAN"),
+        ("person", "VARCHAR"),
+        ("team", "VARCHAR"),
+        ("cost_centre", "VARCHAR"),
+        ("evidence", "VARCHAR"),
+    ),
+    key=("slurm_run_key", "k8s_namespace", "pod", "pod_uid", "node"),
+    doc="slurm-bridge pairs: a representative Slurm run and the pod its AdminComment names are "
+    "one workload (charged once, kubernetes domain, to the pod's owner), not a conflict.",
 )
 
 ALL_TABLES: tuple[Table, ...] = (
     CHARGEBACK,
     ALLOCATIONS,
+    ALLOCATION_USAGE_HOURLY,
+    GPU_USAGE_HOURLY,
+    NODE_USAGE_HOURLY,
     REJECTS,
     SLURM_RUNS,
     SLURM_STEPS,
@@ -680,7 +838,33 @@ ALL_TABLES: tuple[Table, ...] = (
     RATE_CARD,
     KUEUE_WORKLOADS_RAW,
     *KUBERNETES_TABLES,
+    INCIDENTS,
+    BRIDGE_PAIRS,
 )
+
+
+@dataclass(frozen=True)
+class View:
+    """A view of the ledger, created after the tables (operators query it like a table)."""
+
+    name: str
+    select: str
+    doc: str = ""
+
+    def ddl(self) -> str:
+        return f"CREATE OR REPLACE VIEW {self.name} AS {self.select}"
+
+
+# The invoice: one line per ISO week, owner, domain, GPU model and rate. Summing it never counts
+# a GPU-second twice (chargeback_periods holds the same time as day, week and month lines).
+CHARGEBACK_VIEW = View(
+    "chargeback",
+    "SELECT * FROM chargeback_periods WHERE period_kind = 'week'",
+    doc="The weekly invoice lines (ISO week, Monday 00:00 UTC): chargeback_periods where "
+    "period_kind = 'week'.",
+)
+
+ALL_VIEWS: tuple[View, ...] = (CHARGEBACK_VIEW,)
 
 
 def table(name: str) -> Table:

@@ -57,7 +57,12 @@ log = logging.getLogger(__name__)
 
 MAX_POINTS_PER_SERIES = 11_000  # Prometheus' hard limit for query_range
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-DEFAULT_CHUNK = timedelta(hours=6)
+DEFAULT_CHUNK = timedelta(hours=24)  # the longest raw-sample window of one request
+# Samples one request should return (~25 bytes of JSON each): windows shrink or grow toward it.
+DEFAULT_SAMPLES_PER_REQUEST = 2_000_000
+# The first window of a metric whose density is not known yet (a probe).
+FIRST_WINDOW = timedelta(hours=1)
+MIN_WINDOW = timedelta(minutes=1)
 _BIG_BODY = 1 << 20  # pause the GC while parsing bodies above 1 MiB
 _SELECTOR = re.compile(r"^\s*(?:[A-Za-z_:][A-Za-z0-9_:]*\s*(?:\{.*\})?|\{.*\})\s*$", re.DOTALL)
 _TOO_MANY_SAMPLES = "too many samples"
@@ -368,8 +373,15 @@ def _sort_unique(frame: pl.DataFrame, labels: list[str]) -> pl.DataFrame:
     heads = frame.select(labels).filter(start).with_row_index("_run")
     heads = heads.sort(labels, nulls_last=True, maintain_order=True)
     rank = heads.select("_run", _rank=starts().cum_sum().cast(pl.UInt32)).sort("_run")["_rank"]
-    out = frame.with_columns(_rank=rank.gather(run)).sort(["_rank", "ts"], maintain_order=True)
-    dup = (pl.col("_rank") == pl.col("_rank").shift(1)) & (pl.col("ts") == pl.col("ts").shift(1))
+    ranked = frame.with_columns(_rank=rank.gather(run))
+    # Windows arrive in time order and each series' samples in ts order, so a stable sort by
+    # the rank alone usually gives (rank, ts) order (4x cheaper than sorting on both, measured
+    # on 12.6 M rows); checked, with the two-key sort as the fallback.
+    out = ranked.sort("_rank", maintain_order=True)
+    same = pl.col("_rank") == pl.col("_rank").shift(1)
+    if out.select((same & (pl.col("ts") < pl.col("ts").shift(1))).any()).item():
+        out = ranked.sort(["_rank", "ts"], maintain_order=True)
+    dup = same & (pl.col("ts") == pl.col("ts").shift(1))
     if out.select(dup.any()).item():
         out = out.filter(~dup.fill_null(False))
     return out.drop("_rank")
@@ -398,7 +410,10 @@ class PrometheusConfig:
     timeout_s: float = 120.0
     retries: int = 3
     backoff_s: float = 1.0  # sleep backoff_s * 2**attempt between attempts
-    chunk: timedelta = DEFAULT_CHUNK  # raw-sample window per request
+    chunk: timedelta = DEFAULT_CHUNK  # longest raw-sample window per request
+    # Windows are sized so one response holds about this many samples (bounded memory on big
+    # clusters, few requests on small ones); see PrometheusHttpSource.iter_raw_samples.
+    samples_per_request: int = DEFAULT_SAMPLES_PER_REQUEST
     method: str = "GET"
     # gzip responses: Prometheus compresses ~16 MB/s per request (measured: a 7 MB body took
     # 0.45 s gzip vs 0.11 s identity on loopback). Off by default (in-cluster / LAN reads);
@@ -411,6 +426,10 @@ class PrometheusConfig:
             raise ValueError(msg)
         if self.retries < 0 or self.timeout_s <= 0 or self.backoff_s < 0:
             msg = "expected retries >= 0, timeout_s > 0 and backoff_s >= 0"
+            raise ValueError(msg)
+        if self.chunk <= timedelta(0) or self.samples_per_request <= 0:
+            msg = (f"expected a positive chunk and samples_per_request, found {self.chunk} and "
+                   f"{self.samples_per_request}")
             raise ValueError(msg)
         if self.method.upper() not in ("GET", "POST"):
             msg = f"expected method GET or POST, found {self.method!r}"
@@ -461,6 +480,8 @@ class PrometheusHttpSource:
         self._session = session
         self._auth = auth
         self.warnings: list[str] = []  # "warnings" returned by the server, with the query
+        # samples per second last seen per metric name: sizes the first window of the next read
+        self._density: dict[str, float] = {}
 
     # ------------------------------------------------------------------ plumbing
 
@@ -552,8 +573,32 @@ class PrometheusHttpSource:
     ) -> Iterator[pl.DataFrame]:
         """The raw samples window by window (each already limited to its own ``[a, b)``)."""
         selector = check_selector(selector)
-        for a, b in windows(start, end, self.config.chunk):
-            yield from self._window(selector, a, b)
+        start, end = utc_naive(start), utc_naive(end)
+        family = selector.split("{", 1)[0].strip() or selector
+        a = start
+        window = self._next_window(self._density.get(family))
+        while a < end:
+            b = min(a + window, end)
+            samples = 0
+            for frame in self._window(selector, a, b):
+                samples += frame.height
+                yield frame
+            seconds = (b - a).total_seconds()
+            if samples or b - a >= window:  # a short last window with nothing says little
+                self._density[family] = samples / seconds
+            window = self._next_window(self._density.get(family))
+            a = b
+
+    def _next_window(self, density: float | None) -> timedelta:
+        """The window whose response should hold ``samples_per_request`` samples at `density`
+        (samples/s), between one minute and ``chunk``; a probe hour when nothing is known."""
+        cfg = self.config
+        if density is None:
+            return min(cfg.chunk, FIRST_WINDOW)
+        if density <= 0:
+            return cfg.chunk
+        fit = timedelta(seconds=int(cfg.samples_per_request / density))
+        return max(min(fit, cfg.chunk), min(MIN_WINDOW, cfg.chunk))
 
     def _window(self, selector: str, a: datetime, b: datetime) -> Iterator[pl.DataFrame]:
         range_ms = epoch_ms(b) - epoch_ms(a) + 1

@@ -42,7 +42,7 @@ OUTPUT_FILES = (
     "sacct/sacct-unitsep-epoch.txt.gz", "sreport/cluster-utilization.txt",
     "sreport/account-utilization-by-user.txt", "prometheus/metrics.om",
     "prometheus/metrics.om.gz", "kueue/workloads.json", "kueue/workloads.json.gz",
-    "truth/gpu_seconds_daily.csv",
+    "truth/gpu_seconds_daily.csv", "truth/gpu_seconds_priced.csv",
     "truth/allocations.csv", "truth/allocations.csv.gz", "truth/incidents.csv",
     "truth/gpu_busy_seconds.csv",
 )

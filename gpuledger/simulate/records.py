@@ -39,6 +39,7 @@ class Holder:
     dcgm: tuple[tuple[str, str], ...]
     account: str = ""  # Slurm account and user, for sreport
     user: str = ""
+    qos: str = ""  # Slurm QOS (rate cards may price by it); empty for pods
 
     @property
     def gpus(self) -> int:

@@ -205,7 +205,7 @@ def _holders(plan: RecordPlan, w1: int) -> tuple[Holder, ...]:
             node=p.node, gpu_indices=p.gpu_indices, start=plan.start, end=plan.end,
             owner=owner, outcome="running" if running else plan.outcome, charged=plan.charged,
             profile=plan.profile, view="slurm", dcgm=dcgm, account=plan.account,
-            user=plan.user.name,
+            user=plan.user.name, qos=plan.qos,
         )
         for p in plan.placements
     )

@@ -16,6 +16,9 @@ from gpuledger.simulate.timefmt import day_of, days_in, iso_utc
 ALLOCATION_COLUMNS = ("domain", "source_key", "name", "node", "gpus", "gpu_uuids", "start",
                       "end", "person", "team", "cost_centre", "outcome", "charged")
 DAILY_COLUMNS = ("day", "domain", "person", "team", "cost_centre", "gpu_seconds")
+# What a rate card prices: the daily figures split by GPU model and QOS (empty for pods).
+PRICED_COLUMNS = ("day", "domain", "person", "team", "cost_centre", "gpu_model", "qos",
+                  "gpu_seconds")
 INCIDENT_COLUMNS = ("kind", "node", "gpu_uuids", "start", "end", "gpu_seconds", "slurm_job",
                     "k8s_workload", "detail")
 
@@ -32,6 +35,7 @@ class TruthWriter:
         self._alloc_csv = csv.writer(self._alloc, lineterminator="\n")
         self._alloc_csv.writerow(ALLOCATION_COLUMNS)
         self.daily: dict[tuple[str, str, str, str, str], int] = {}
+        self.priced: dict[tuple[str, ...], int] = {}
         self.incidents: list[Incident] = []
         self.gpu_seconds_by_domain: dict[str, int] = {"slurm": 0, "kubernetes": 0}
         self.allocation_rows = 0
@@ -54,6 +58,8 @@ class TruthWriter:
             key = (day.isoformat(), h.domain, person, team, cc)
             seconds = h.gpus * (hi - lo)
             self.daily[key] = self.daily.get(key, 0) + seconds
+            priced = (*key, h.node.gpu_model, h.qos)
+            self.priced[priced] = self.priced.get(priced, 0) + seconds
             self.gpu_seconds_by_domain[h.domain] += seconds
 
     def add_incident(self, incident: Incident) -> None:
@@ -69,6 +75,11 @@ class TruthWriter:
             out.writerow(DAILY_COLUMNS)
             for key in sorted(self.daily):
                 out.writerow((*key, self.daily[key]))
+        with open_output(self.dir / "gpu_seconds_priced.csv", compress=False) as fh:
+            out = csv.writer(fh, lineterminator="\n")
+            out.writerow(PRICED_COLUMNS)
+            for key in sorted(self.priced):
+                out.writerow((*key, self.priced[key]))
         with open_output(self.dir / "incidents.csv", compress=False) as fh:
             out = csv.writer(fh, lineterminator="\n")
             out.writerow(INCIDENT_COLUMNS)

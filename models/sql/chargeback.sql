@@ -6,10 +6,31 @@
 -- Rate choice per allocation day: rate_card rows for the GPU model valid that day whose domain
 --   and qos are empty (any) or equal; the most specific wins (domain over qos over neither), then
 --   the latest valid_from. An allocation with no rate keeps rate and amount null (flagged).
--- amount = gpu_seconds x rate / 3600, computed in DECIMAL and rounded to cents once per line.
-WITH charged AS (
-    SELECT * FROM allocations
+-- amount = gpu_seconds x rate / 3600, exact, rounded half up to cents once per line.
+-- Busy and idle are shown beside the charge, never priced: measured_gpu_hours = the allocated
+--   GPU-hours dcgm-exporter covered (allocation_usage_hourly of the same allocations rows; 0 where
+--   nothing was measured or usage was not built), busy_gpu_hours their utilization-weighted part,
+--   idle_gpu_hours = measured - busy (after rounding, so busy + idle = measured exactly).
+WITH usage AS (
+    SELECT
+        day, domain, source_key, node, start_ts,
+        sum(measured_gpu_seconds) AS measured_gpu_seconds,
+        sum(busy_gpu_seconds) AS busy_gpu_seconds
+    FROM allocation_usage_hourly
     WHERE day >= $first_day AND day < $end_day
+    GROUP BY ALL
+),
+
+charged AS (
+    SELECT
+        a.*,
+        coalesce(u.measured_gpu_seconds, 0) AS measured_gpu_seconds,
+        coalesce(u.busy_gpu_seconds, 0) AS busy_gpu_seconds
+    FROM allocations AS a
+    LEFT JOIN usage AS u
+        ON u.day = a.day AND u.domain = a.domain AND u.source_key = a.source_key
+        AND u.node = a.node AND u.start_ts = a.start_ts
+    WHERE a.day >= $first_day AND a.day < $end_day
 ),
 
 candidates AS (
@@ -70,8 +91,14 @@ SELECT
     sum(gpu_seconds)::BIGINT AS gpu_seconds,
     round(sum(gpu_seconds) / 3600.0, 6) AS gpu_hours,
     count(DISTINCT source_key) AS allocations,
-    CAST(round(CAST(sum(gpu_seconds) AS DECIMAL(38, 6)) * rate_per_gpu_hour / 3600, 2)
-         AS DECIMAL(18, 2)) AS amount
+    -- exact half-up rounding to the cent in integers (a DECIMAL divided in DuckDB becomes a
+    -- DOUBLE, and 79.475 would round down): micro-units x seconds / (3600 s x 10^4 per cent)
+    CAST(CAST((sum(gpu_seconds)::HUGEINT * CAST(rate_per_gpu_hour * 1000000 AS HUGEINT)
+               + 18000000) // 36000000 AS DECIMAL(18, 0)) * 0.01 AS DECIMAL(18, 2)) AS amount,
+    CAST(round(sum(measured_gpu_seconds) / 3600, 6) AS DECIMAL(18, 6)) AS measured_gpu_hours,
+    CAST(round(sum(busy_gpu_seconds) / 3600, 6) AS DECIMAL(18, 6)) AS busy_gpu_hours,
+    CAST(round(sum(measured_gpu_seconds) / 3600, 6) AS DECIMAL(18, 6))
+        - CAST(round(sum(busy_gpu_seconds) / 3600, 6) AS DECIMAL(18, 6)) AS idle_gpu_hours
 FROM periods
 GROUP BY period, period_start, cost_centre, team, person, domain, gpu_model, rate_valid_from,
     rate_per_gpu_hour, currency

@@ -3,15 +3,17 @@ from datetime import timedelta
 import dagster as dg
 
 # Daily ingest of yesterday's UTC day: Slurm and Kubernetes sources (each pulls with its own
-# trailing lookback, so late changes to earlier days are picked up) and the day's ledger.
+# trailing lookback, so late changes to earlier days are picked up), the day's ledger and its
+# incidents.
 daily_ingest = dg.define_asset_job(
     "daily_ingest",
-    selection=dg.AssetSelection.groups("slurm", "kubernetes", "accounting"),
+    selection=dg.AssetSelection.groups("slurm", "kubernetes", "kubernetes_metrics", "accounting", "detectors"),
 )
 
-# Weekly close: the ISO week's invoice lines, Monday 06:00 UTC for the week just ended.
+# Weekly close: the ISO week's invoice lines and then its report (reports/<YYYY-Www>/),
+# Monday 06:00 UTC for the week just ended.
 weekly_close = dg.define_asset_job(
-    "weekly_close", selection=dg.AssetSelection.groups("chargeback")
+    "weekly_close", selection=dg.AssetSelection.groups("chargeback", "reports")
 )
 
 

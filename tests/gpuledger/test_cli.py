@@ -40,15 +40,6 @@ def test_import_identity_reports_rejects(tmp_path: Path, capsys: pytest.CaptureF
     assert f"rejected {path}:6: field valid_from" in err
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [["report", "weekly", "--week", "2026-W02"]],
-)
-def test_unfinished_subcommands_say_so_with_exit_2(argv, capsys: pytest.CaptureFixture[str]):
-    assert main(argv) == 2
-    assert "not implemented yet" in capsys.readouterr().err
-
-
 def test_sql_without_a_ledger_is_a_clear_error(tmp_path: Path, capsys):
     assert main(["--db", str(tmp_path / "none.duckdb"), "sql", "SELECT 1"]) == 1
     assert "expected a published ledger" in capsys.readouterr().err

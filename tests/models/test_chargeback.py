@@ -1,4 +1,4 @@
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 import duckdb
@@ -6,6 +6,7 @@ import pytest
 
 from models.build import build_chargeback
 from models.runner import ensure_schema
+from models.schema import CHARGEBACK, Table
 
 RATES = [
     ("a100", "", "", None, date(2026, 1, 7), Decimal("2.50"), "EUR"),
@@ -38,7 +39,7 @@ def con():
 def _lines(con, kind):
     return con.execute(
         "SELECT period, domain, gpu_model, rate_per_gpu_hour, gpu_seconds, amount "
-        "FROM chargeback WHERE period_kind = ? ORDER BY ALL", [kind]).fetchall()
+        "FROM chargeback_periods WHERE period_kind = ? ORDER BY ALL", [kind]).fetchall()
 
 
 def test_rate_change_mid_week_splits_the_line_and_rounds_once(con):
@@ -83,6 +84,45 @@ def test_rebuilding_changes_nothing(con):
     day = date(2026, 1, 5)
     _alloc(con, day, "slurm", "j", "a100", 3, 1234)
     build_chargeback(con, day, day)
-    before = con.execute("SELECT * FROM chargeback ORDER BY ALL").fetchall()
+    before = con.execute("SELECT * FROM chargeback_periods ORDER BY ALL").fetchall()
     build_chargeback(con, day, day)
-    assert con.execute("SELECT * FROM chargeback ORDER BY ALL").fetchall() == before
+    assert con.execute("SELECT * FROM chargeback_periods ORDER BY ALL").fetchall() == before
+
+
+def test_lines_with_nothing_measured_show_zero_busy_and_idle_not_null(con):
+    day = date(2026, 1, 5)
+    _alloc(con, day, "slurm", "j", "a100", 2, 3600)
+    build_chargeback(con, day, day)
+    rows = con.execute("SELECT period_kind, gpu_hours, measured_gpu_hours, busy_gpu_hours, "
+                       "idle_gpu_hours FROM chargeback_periods ORDER BY period_kind").fetchall()
+    assert rows == [(kind, Decimal("2.000000"), 0, 0, 0) for kind in ("day", "month", "week")]
+
+
+def test_a_ledger_from_before_the_busy_columns_gets_them(con):
+    old = [(c, t) for c, t in CHARGEBACK.columns
+           if c not in ("measured_gpu_hours", "busy_gpu_hours", "idle_gpu_hours")]
+    # the oldest layout: a table named chargeback with every period kind (now the view's name)
+    con.execute("DROP VIEW chargeback")
+    con.execute("DROP TABLE chargeback_periods")
+    con.execute(Table("chargeback", tuple(old)).ddl())
+    ensure_schema(con)  # what `connect` does on opening an old ledger
+    day = date(2026, 1, 5)
+    _alloc(con, day, "slurm", "j", "a100", 1, 3600)
+    build_chargeback(con, day, day)
+    assert con.execute("SELECT gpu_seconds, busy_gpu_hours FROM chargeback_periods "
+                       "WHERE period_kind = 'day'").fetchall() == [(3600, 0)]
+    # and the view shows the week's line
+    assert con.execute("SELECT period_kind, gpu_seconds FROM chargeback").fetchall() == [
+        ("week", 3600)]
+
+
+def test_the_chargeback_view_is_the_weekly_invoice(con):
+    day = date(2026, 1, 5)
+    _alloc(con, day, "slurm", "j", "a100", 2, 3600)
+    _alloc(con, day + timedelta(days=1), "slurm", "k", "a100", 1, 3600)
+    build_chargeback(con, day, day + timedelta(days=1))
+    kinds = dict(con.execute("SELECT period_kind, sum(gpu_seconds) FROM chargeback_periods "
+                             "GROUP BY 1").fetchall())
+    assert kinds == {"day": 3 * 3600, "week": 3 * 3600, "month": 3 * 3600}
+    assert con.execute("SELECT sum(gpu_seconds), count(*) FROM chargeback").fetchone() == (
+        3 * 3600, 1)

@@ -1,6 +1,6 @@
 import dagster as dg
 
-from models.build import build_allocations
+from models.build import build_allocations, build_gpu_usage_hourly
 from pipelines.defs.partitions import daily_partitions
 from pipelines.defs.resources import LedgerResource
 
@@ -29,5 +29,46 @@ def allocations(context: dg.AssetExecutionContext, ledger: LedgerResource) -> dg
             "rows": rows,
             **{f"gpu_hours_{d}": round(s / 3600, 3) for d, s in by_domain},
             "unattributed_gpu_hours": round(unattributed / 3600, 3),
+        }
+    )
+
+
+@dg.asset(
+    partitions_def=daily_partitions,
+    group_name="accounting",
+    kinds={"duckdb", "sql"},
+    deps=["allocations", "gpu_utilization", "slurm_jobs", "gpu_inventory"],
+    description="GPU usage per UTC hour for one day: allocated GPU-seconds (exact, clipped at "
+    "hour boundaries) with their dcgm-measured busy and idle parts per identity and node "
+    "(gpu_usage_hourly), per allocation (allocation_usage_hourly), and node capacity, "
+    "allocated and unallocated GPU-seconds (node_usage_hourly).",
+)
+def gpu_usage_hourly(
+    context: dg.AssetExecutionContext, ledger: LedgerResource
+) -> dg.MaterializeResult:
+    day = context.partition_time_window.start.date()
+    with ledger.ledger() as con:
+        rows = build_gpu_usage_hourly(con, day, day)
+        allocated, measured, busy = con.execute(
+            "SELECT coalesce(sum(allocated_gpu_seconds), 0)::BIGINT, "
+            "coalesce(sum(measured_gpu_seconds), 0)::DOUBLE, "
+            "coalesce(sum(busy_gpu_seconds), 0)::DOUBLE FROM gpu_usage_hourly WHERE day = ?", [day]
+        ).fetchone()
+        capacity, unallocated, node_rows = con.execute(
+            "SELECT coalesce(sum(capacity_gpu_seconds), 0)::BIGINT, "
+            "coalesce(sum(unallocated_gpu_seconds), 0)::BIGINT, count(*) "
+            "FROM node_usage_hourly WHERE day = ?", [day]
+        ).fetchone()
+    return dg.MaterializeResult(
+        metadata={
+            "rows": rows,
+            "node_hour_rows": node_rows,
+            "allocated_gpu_hours": round(allocated / 3600, 3),
+            "measured_gpu_hours": round(measured / 3600, 3),
+            "busy_gpu_hours": round(busy / 3600, 3),
+            "idle_gpu_hours": round((measured - busy) / 3600, 3),
+            "measured_share": round(measured / allocated, 4) if allocated else 0.0,
+            "capacity_gpu_hours": round(capacity / 3600, 3),
+            "unallocated_gpu_hours": round(unallocated / 3600, 3),
         }
     )

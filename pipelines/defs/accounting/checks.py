@@ -1,10 +1,15 @@
+from datetime import timedelta
+
 import dagster as dg
+import duckdb
 
 from models import load_sql
 from pipelines.defs.partitions import daily_partitions
 from pipelines.defs.resources import LedgerResource
 
 SAMPLE_ROWS = 20
+# What the capacity check needs of the detectors' incidents table.
+INCIDENT_COLUMNS = {"kind", "node", "start_ts", "end_ts"}
 
 
 def _table(columns: list[str], rows: list[tuple]) -> dg.MetadataValue:
@@ -70,6 +75,101 @@ def allocations_within_node_capacity(
             "intervals": len(rows),
             "tolerance_seconds": int(tolerance),
             "excess_gpu_hours": round(excess / 3600, 3),
+            "sample": _table(columns, rows),
+        },
+    )
+
+
+def _day_params(context: dg.AssetCheckExecutionContext) -> dict:
+    day = context.partition_time_window.start.date()
+    return {"first_day": day, "end_day": day + timedelta(days=1)}
+
+
+@dg.asset_check(
+    asset="gpu_usage_hourly",
+    partitions_def=daily_partitions,
+    blocking=True,
+    description="Per hour, allocated GPU-seconds summed over identities (gpu_usage_hourly) equal "
+    "the sum over nodes (node_usage_hourly) and the allocations clipped to the hour; the hours "
+    "that disagree are returned.",
+)
+def hourly_allocated_totals_agree(
+    context: dg.AssetCheckExecutionContext, ledger: LedgerResource
+) -> dg.AssetCheckResult:
+    with ledger.ledger() as con:
+        rel = con.sql(load_sql("gpu_usage_hourly_check_totals"), params=_day_params(context))
+        rows, columns = rel.fetchall(), rel.columns
+    return dg.AssetCheckResult(
+        passed=not rows,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={"offending_hours": len(rows), "sample": _table(columns, rows)},
+    )
+
+
+@dg.asset_check(
+    asset="gpu_usage_hourly",
+    partitions_def=daily_partitions,
+    description="Every hourly row has 0 <= busy <= measured <= allocated and busy + idle = "
+    "measured; the rows that do not are returned.",
+)
+def hourly_busy_within_measured_within_allocated(
+    context: dg.AssetCheckExecutionContext, ledger: LedgerResource
+) -> dg.AssetCheckResult:
+    with ledger.ledger() as con:
+        rel = con.sql(load_sql("gpu_usage_hourly_check_measured"), params=_day_params(context))
+        rows, columns = rel.fetchall(), rel.columns
+    return dg.AssetCheckResult(
+        passed=not rows,
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={"offending_rows": len(rows), "sample": _table(columns, rows)},
+    )
+
+
+def _flagged_incidents(con: duckdb.DuckDBPyConnection) -> bool:
+    """Create the temp view ``flagged_incidents`` (node, start_ts, end_ts) the capacity check
+    reads: the detectors' double_scheduled incidents, or nothing while that table is absent."""
+    found = {r[0] for r in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'incidents' "
+        "AND table_schema = 'main'").fetchall()}
+    if INCIDENT_COLUMNS.issubset(found):
+        con.execute("CREATE OR REPLACE TEMP VIEW flagged_incidents AS SELECT node, start_ts, "
+                    "end_ts FROM incidents WHERE kind = 'double_scheduled'")
+        return True
+    con.execute("CREATE OR REPLACE TEMP VIEW flagged_incidents AS SELECT CAST(NULL AS VARCHAR) "
+                "AS node, CAST(NULL AS TIMESTAMP) AS start_ts, CAST(NULL AS TIMESTAMP) AS end_ts "
+                "WHERE FALSE")
+    return False
+
+
+@dg.asset_check(
+    asset="gpu_usage_hourly",
+    partitions_def=daily_partitions,
+    description="No node-hour has more GPU-seconds allocated (both schedulers) than the node "
+    "has, beyond one scrape interval of Kubernetes edge slack, unless a double_scheduled "
+    "incident covers it; the offending node-hours are returned.",
+)
+def hourly_node_capacity_not_exceeded(
+    context: dg.AssetCheckExecutionContext, ledger: LedgerResource
+) -> dg.AssetCheckResult:
+    params = _day_params(context)
+    with ledger.ledger() as con:
+        tolerance = con.execute(
+            "SELECT coalesce(max(scrape_interval_s), 0) FROM k8s_pod_allocations "
+            "WHERE start_ts < ? AND end_ts > ?", [params["end_day"], params["first_day"]],
+        ).fetchone()[0]
+        incidents_known = _flagged_incidents(con)
+        rel = con.sql(load_sql("node_usage_hourly_check_capacity"),
+                      params={**params, "tolerance_s": int(tolerance)})
+        rows, columns = rel.fetchall(), rel.columns
+    excess = sum(r[columns.index("excess_gpu_seconds")] for r in rows)
+    return dg.AssetCheckResult(
+        passed=not rows,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "offending_node_hours": len(rows),
+            "excess_gpu_hours": round(excess / 3600, 3),
+            "tolerance_seconds": int(tolerance),
+            "incidents_table": "read" if incidents_known else "absent: nothing excused",
             "sample": _table(columns, rows),
         },
     )

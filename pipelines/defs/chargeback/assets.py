@@ -11,7 +11,7 @@ from pipelines.defs.resources import LedgerResource
     partitions_def=weekly_partitions,
     group_name="chargeback",
     kinds={"duckdb", "sql"},
-    deps=["allocations", "rate_card"],
+    deps=["allocations", "gpu_usage_hourly", "rate_card"],
     description="Invoice lines for one ISO week (Monday to Monday, UTC) and for its days and "
     "months: GPU-hours and amounts per cost centre, team, person, domain and GPU model.",
 )
@@ -23,7 +23,7 @@ def chargeback(context: dg.AssetExecutionContext, ledger: LedgerResource) -> dg.
         lines = build_chargeback(con, first, last)
         totals = con.execute(
             "SELECT coalesce(sum(gpu_hours), 0), coalesce(sum(amount), 0), "
-            "count(*) FILTER (WHERE amount IS NULL) FROM chargeback "
+            "count(*) FILTER (WHERE amount IS NULL) FROM chargeback_periods "
             "WHERE period_kind = 'week' AND period_start = ?", [first]).fetchone()
     return dg.MaterializeResult(
         metadata={

@@ -8,7 +8,8 @@ from pipelines.defs.resources import LedgerResource
     kinds={"duckdb"},
     deps=["gpu_inventory", "identity_map", "slurm_accounts", "rate_card",
           "kueue_workload_snapshot", "slurm_jobs", "sreport_gpu", "allocations", "chargeback",
-          "k8s_pod_allocations", "gpu_utilization", "kueue_metrics", "kueue_workloads"],
+          "k8s_pod_allocations", "gpu_utilization", "kueue_metrics", "kueue_workloads",
+          "gpu_usage_hourly", "incidents", "weekly_report"],
     description="Read-only copy of the ledger that dashboards and operators query; swapped in "
     "atomically so readers never meet the writer's lock.",
 )

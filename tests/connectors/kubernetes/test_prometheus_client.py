@@ -142,6 +142,39 @@ def test_raw_samples_over_windows_return_every_sample_once(closed):
     assert float(queries[0]["time"]) == at(3600)
 
 
+def _ranges_ms(fake) -> list[int]:
+    return [int(p["query"].split("[")[1].rstrip("ms]")) - 1
+            for path, p, _ in fake.requests if path == "/api/v1/query"]
+
+
+def test_windows_grow_to_the_sample_budget_after_a_probe_hour():
+    # one series at 30 s = 120 samples/h; a budget of 240 samples -> 2 h windows after the probe
+    with FakePrometheus(series=util_series(last=8 * 3600 - 30)) as fake:
+        src = source(fake.url, chunk=timedelta(hours=24), samples_per_request=240)
+        frame = src.raw_samples("DCGM_FI_DEV_GPU_UTIL", T0, T0 + timedelta(hours=7))
+        assert _ranges_ms(fake) == [3_600_000, 7_200_000, 7_200_000, 7_200_000]
+        fake.requests.clear()
+        # the density is remembered per metric: the next read starts at 2 h windows
+        src.raw_samples('DCGM_FI_DEV_GPU_UTIL{gpu="0"}', T0, T0 + timedelta(hours=4))
+        assert _ranges_ms(fake) == [7_200_000, 7_200_000]
+    assert frame.height == 7 * 120
+    assert frame["ts"].is_unique().all()
+
+
+def test_windows_shrink_on_dense_metrics_and_stay_within_chunk():
+    with FakePrometheus(series=util_series(step=15.0)) as fake:  # 240 samples/h
+        src = source(fake.url, chunk=timedelta(minutes=90), samples_per_request=60)
+        frame = src.raw_samples("DCGM_FI_DEV_GPU_UTIL", T0, T0 + timedelta(hours=2))
+        ranges = _ranges_ms(fake)
+    assert ranges[0] == 3_600_000  # the probe
+    assert set(ranges[1:-1]) == {900_000}  # 60 samples at 240/h = 15 min
+    assert frame.height == 2 * 240
+    with FakePrometheus(series=util_series()) as fake:
+        src = source(fake.url, chunk=timedelta(minutes=90), samples_per_request=10**9)
+        src.raw_samples("DCGM_FI_DEV_GPU_UTIL", T0, T0 + timedelta(hours=4))
+        assert max(_ranges_ms(fake)) == 5_400_000  # never above chunk
+
+
 def test_post_method():
     with FakePrometheus(series=util_series()) as fake:
         frame = source(fake.url, method="POST").raw_samples(

@@ -1,0 +1,136 @@
+"""Incidents: double-scheduled GPUs and idle allocations, with owners, cost and evidence."""
+
+from datetime import datetime, time, timedelta
+
+import polars as pl
+import streamlit as st
+
+from dashboards import charts, data
+from dashboards.common import day_range_picker, freshness_line, hours, money
+
+KINDS = ("double_scheduled", "partial_gang", "idle_allocation")
+MARGIN = timedelta(hours=1)
+
+
+def timeline(node: str, window_start: datetime, window_end: datetime,
+             spans: pl.DataFrame) -> None:
+    """Both schedulers' allocations on ``node`` as bars, incident spans shaded."""
+    allocs = data.node_allocations(node, window_start, window_end)
+    if allocs.is_empty():
+        st.caption("No allocations on this node in this window.")
+        return
+    allocs = allocs.with_columns(
+        pl.format("{} {} · {} GPU · {}", pl.col("domain"),
+                  pl.coalesce("job_id", "name"), pl.col("gpus"),
+                  pl.col("source_key").str.slice(0, 8)).alias("allocation")
+    )
+    figure = charts.timeline(
+        allocs, "start_ts", "end_ts", "allocation", "domain",
+        hover=["name", "person", "team", "cost_centre", "outcome", "gpu_seconds"],
+        colour_map={"slurm": "#1f77b4", "kubernetes": "#ff7f0e"},
+    )
+    for span in spans.iter_rows(named=True):
+        figure.add_vrect(x0=span["start_ts"], x1=span["end_ts"], fillcolor="red", opacity=0.15,
+                         line_width=0, annotation_text=span["kind"],
+                         annotation_position="top left")
+    figure.update_yaxes(autorange="reversed", title=None)
+    figure.update_xaxes(range=[window_start, window_end], title="UTC")
+    figure.update_layout(height=max(260, 26 * allocs.height + 100), margin={"t": 30, "b": 10})
+    st.plotly_chart(figure, width="stretch")
+    st.dataframe(allocs.drop("allocation"), hide_index=True, width="stretch",
+                 key="in_node_allocations")
+
+
+st.title("Incidents")
+freshness_line()
+
+days = data.allocation_days()
+if days is None:
+    st.info("No allocations you may see yet: run `gpuledger build`.")
+    st.stop()
+start, end = day_range_picker("Days (UTC)", *days, default_days=31, key="in_days")
+
+incidents = pl.DataFrame()
+if not data.incidents_available():
+    st.info("No incident data yet: the `incidents` table has not been built (the detectors "
+            "run in `gpuledger build` and the Dagster `incidents` asset). The node timeline "
+            "below works from the ledger alone.")
+else:
+    kinds = st.multiselect("Kinds", KINDS, placeholder="all kinds", key="in_kinds")
+    incidents = data.incidents_list(start, end, kinds)
+    by_kind = incidents.group_by("kind").agg(
+        pl.len().alias("incidents"), (pl.col("gpu_seconds").sum() / 3600).alias("gpu_hours"),
+    )
+    cols = st.columns(len(KINDS) + 1)
+    for col, kind in zip(cols, KINDS, strict=False):
+        row = by_kind.filter(pl.col("kind") == kind)
+        count = int(row["incidents"][0]) if row.height else 0
+        col.metric(kind.replace("_", " ").capitalize(), f"{count:,}",
+                   f"{hours(row['gpu_hours'][0] if row.height else 0)} GPU-h",
+                   delta_color="off", delta_arrow="off")
+    costs = incidents.group_by("currency").agg(pl.col("cost").sum().alias("amount"))
+    cols[-1].metric("Wasted cost", money(costs.sort("currency")))
+
+    per_day = data.incidents_by_day(start, end)
+    if kinds:
+        per_day = per_day.filter(pl.col("kind").is_in(kinds))
+    if not per_day.is_empty():
+        figure = charts.bars(per_day.with_columns(pl.col("day").cast(str)), x="day",
+                             y="gpu_hours", color="kind",
+                             labels={"day": "UTC day", "gpu_hours": "GPU-hours"})
+        figure.update_layout(height=280, margin={"t": 10, "b": 10}, xaxis_type="category")
+        st.plotly_chart(figure, width="stretch")
+
+    st.subheader("Incidents, costliest first")
+    if incidents.is_empty():
+        st.caption("No incident in this range.")
+    else:
+        shown = incidents.with_columns(
+            (pl.col("gpu_seconds") / 3600).round(2).alias("gpu_hours"),
+            pl.col("cost").cast(pl.Float64),
+        )
+        st.dataframe(
+            shown.select("kind", "day", "node", "start_ts", "end_ts", "gpu_hours", "cost",
+                         "currency", "person", "team", "cost_centre", "other_person",
+                         "other_team", "other_cost_centre", "slurm_job", "k8s_workload",
+                         "evidence_level", "detail", "evidence", "incident_id"),
+            hide_index=True, width="stretch", key="in_table",
+            column_config={"cost": st.column_config.NumberColumn(format="%.2f")},
+        )
+
+st.subheader("One node: both schedulers' allocations")
+focus = None
+if not incidents.is_empty():
+    labels = ["(pick a node and day instead)"] + [
+        f"{r['kind']} · {r['node']} · {r['start_ts']:%Y-%m-%d %H:%M}"
+        for r in incidents.iter_rows(named=True)
+    ]
+    # both schedulers on one node is what the timeline is for: start on the costliest overlap
+    kinds_listed = incidents["kind"].to_list()
+    default = (kinds_listed.index("double_scheduled") + 1 if "double_scheduled" in kinds_listed
+               else 1)
+    choice = st.selectbox("Incident", range(len(labels)), index=default,
+                          format_func=labels.__getitem__, key="in_focus")
+    focus = incidents.row(choice - 1, named=True) if choice > 0 else None
+if focus is not None and focus["start_ts"] is not None and focus["node"]:
+    # a partial gang spans several nodes ("a;b;c"): show the first
+    node = focus["node"].split(";")[0]
+    window_start, window_end = focus["start_ts"] - MARGIN, focus["end_ts"] + MARGIN
+else:
+    nodes = data.allocated_nodes()
+    cols = st.columns(2)
+    node = cols[0].selectbox("Node", nodes, key="in_node")
+    day = cols[1].date_input("Day (UTC)", value=days[1], min_value=days[0], max_value=days[1],
+                             key="in_day")
+    window_start = datetime.combine(day, time())
+    window_end = window_start + timedelta(days=1)
+spans = (incidents.filter(pl.col("node").str.split(";").list.contains(node))
+         if not incidents.is_empty()
+         else pl.DataFrame(schema={"kind": pl.String, "start_ts": pl.Datetime,
+                                   "end_ts": pl.Datetime}))
+spans = spans.filter((pl.col("start_ts") < window_end) & (pl.col("end_ts") > window_start))
+st.caption(f"{node}, {window_start:%Y-%m-%d %H:%M} to {window_end:%Y-%m-%d %H:%M} UTC")
+if node is not None:
+    timeline(node, window_start, window_end, spans)
+if data.restricted():
+    st.caption("Only the allocations of the cost centres granted to you are drawn.")

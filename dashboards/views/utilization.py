@@ -1,0 +1,149 @@
+"""Utilization for operators: allocated and busy fractions, nodes over time, queue waits."""
+
+import polars as pl
+import streamlit as st
+
+from dashboards import charts, data
+from dashboards.common import day_range_picker, freshness_line, grain_for, restricted_note
+
+FRACTION = st.column_config.NumberColumn(format="%.3f")
+
+
+def fraction_chart(frame: pl.DataFrame, measures: dict[str, str], y_label: str) -> None:
+    """One line per group and measure over time (measures: column -> legend name)."""
+    long = frame.unpivot(index=["bucket", "grp"], on=list(measures), variable_name="measure")
+    long = long.with_columns(pl.col("measure").replace_strict(measures),
+                             pl.col("value").cast(pl.Float64))
+    figure = charts.lines(long, x="bucket", y="value", color="grp", dash="measure",
+                          labels={"bucket": "UTC", "value": y_label, "grp": "", "measure": ""})
+    figure.update_layout(height=340, margin={"t": 10, "b": 10})
+    st.plotly_chart(figure, width="stretch")
+
+
+def wait_section(source: str, title: str, group_label: str) -> None:
+    st.markdown(f"**{title}**")
+    histogram = data.wait_histogram(source, start, end)
+    if histogram.is_empty():
+        st.caption("No waits in this range.")
+        return
+    figure = charts.bars(
+        histogram, x="bucket", y="waits", color="grp", barmode="group",
+        x_order=[label for _, _, label in data.WAIT_BUCKETS],
+        labels={"bucket": "wait", "waits": "count", "grp": group_label},
+    )
+    figure.update_layout(height=300, margin={"t": 10, "b": 10})
+    st.plotly_chart(figure, width="stretch")
+    quantiles = data.wait_quantiles(source, start, end).with_columns(
+        (pl.col(c) / 60).round(1).alias(c.removesuffix("_s") + "_min")
+        for c in ("p50_s", "p90_s", "p99_s", "mean_s", "max_s")
+    ).select("grp", "waits", "p50_min", "p90_min", "p99_min", "mean_min", "max_min")
+    st.dataframe(quantiles.rename({"grp": group_label}), hide_index=True, width="stretch",
+                 key=f"ut_wait_{source}")
+
+
+st.title("Utilization")
+freshness_line()
+
+days = data.allocation_days()
+if days is None:
+    st.info("No allocations you may see yet: run `gpuledger build`.")
+    st.stop()
+start, end = day_range_picker("Days (UTC)", *days, key="ut_days")
+grain = grain_for(start, end)
+restricted = data.restricted()
+
+st.subheader("Allocated and busy over time")
+if restricted:
+    restricted_note()
+    group = st.radio("By", list(data.USAGE_GROUPS), horizontal=True, key="ut_group")
+    if not data.has_table("gpu_usage_hourly"):
+        st.info("The hourly usage model is not built yet: run `gpuledger build`.")
+    else:
+        own = data.own_usage_over_time(start, end, grain, group)
+        st.caption(f"Your GPU-hours per {grain}, and the busy share of the measured ones.")
+        fraction_chart(
+            own.with_columns(pl.col("allocated_gpu_seconds") / 3600),
+            {"allocated_gpu_seconds": "allocated GPU-hours"}, "GPU-hours",
+        )
+        fraction_chart(own, {"busy_share": "busy share"}, "busy / measured")
+elif data.hourly_usage_available():
+    group = st.radio("By", list(data.USAGE_GROUPS), horizontal=True, key="ut_group")
+    frame = data.fractions_over_time(start, end, grain, group)
+    st.caption(
+        f"Share of GPU capacity allocated and busy per {grain}. Domains are shares of the whole "
+        "estate's capacity (shared nodes serve both schedulers)."
+    )
+    fraction_chart(frame, {"allocated_fraction": "allocated", "busy_fraction": "busy"},
+                   "fraction of capacity")
+    summary = (
+        frame.group_by("grp")
+        .agg(pl.col("capacity_gpu_seconds").sum(), pl.col("allocated_gpu_seconds").sum(),
+             pl.col("busy_gpu_seconds").sum())
+        .with_columns(
+            (pl.col("allocated_gpu_seconds") / pl.col("capacity_gpu_seconds"))
+            .alias("allocated_fraction"),
+            (pl.col("busy_gpu_seconds") / pl.col("capacity_gpu_seconds")).alias("busy_fraction"),
+        )
+        .sort("grp")
+    )
+    if group == "domain":
+        # every domain's row carries the whole estate's capacity once per bucket
+        summary = summary.with_columns(
+            pl.lit(frame.unique("bucket")["capacity_gpu_seconds"].sum())
+            .alias("capacity_gpu_seconds")
+        ).with_columns(
+            (pl.col("allocated_gpu_seconds") / pl.col("capacity_gpu_seconds"))
+            .alias("allocated_fraction"),
+            (pl.col("busy_gpu_seconds") / pl.col("capacity_gpu_seconds")).alias("busy_fraction"),
+        )
+    st.dataframe(summary.rename({"grp": group}), hide_index=True, width="stretch",
+                 column_config={"allocated_fraction": FRACTION, "busy_fraction": FRACTION},
+                 key="ut_summary")
+else:
+    group = st.radio("By", list(data.NODE_GROUPS), horizontal=True, key="ut_group")
+    st.info("The hourly usage model (`node_usage_hourly`) is not built yet: daily allocated "
+            "fractions from the ledger and the inventory are shown; busy time needs it.")
+    frame = data.daily_allocated_fractions(start, end, group)
+    fraction_chart(frame, {"allocated_fraction": "allocated"}, "fraction of capacity")
+
+st.subheader("Nodes over time")
+if restricted:
+    restricted_note()
+elif not data.has_table("node_usage_hourly"):
+    st.info("The node × time view needs `node_usage_hourly`: run `gpuledger build`.")
+else:
+    measure = st.radio("Colour", ["allocated", "busy"], horizontal=True, key="ut_heat")
+    heat = data.node_heatmap(start, end, grain)
+    if heat.is_empty():
+        st.caption("No node usage in this range.")
+    else:
+        grid = heat.pivot(on="bucket", index="node", values=f"{measure}_fraction",
+                          sort_columns=True).sort("node")
+        buckets = grid.columns[1:]
+        figure = charts.heatmap(
+            grid.select(buckets).cast(pl.Float64).to_numpy(), x=buckets,
+            y=grid["node"].to_list(), x_title="UTC", y_title="node",
+            colour_title=f"{measure} fraction",
+        )
+        figure.update_layout(height=max(240, 22 * grid.height + 80), margin={"t": 10, "b": 10})
+        st.plotly_chart(figure, width="stretch")
+
+st.subheader("Queue waits")
+cols = st.columns(2)
+with cols[0]:
+    wait_section("slurm", "Slurm: submit → start", "partition")
+with cols[1]:
+    wait_section("kueue", "Kueue: created → admitted", "ClusterQueue")
+    st.caption("Workloads evicted and admitted again are left out: their condition shows only "
+               "the latest admission.")
+if not restricted:
+    metric = data.kueue_admission_wait_hourly(start, end)
+    if not metric.is_empty():
+        st.markdown("**Kueue's admission-wait metric: mean wait per hour (minutes)**")
+        figure = charts.bubbles(
+            metric.with_columns(pl.col("mean_wait_s") / 60), x="hour", y="mean_wait_s",
+            size="admissions", color="cluster_queue",
+            labels={"hour": "UTC", "mean_wait_s": "mean wait (min)", "cluster_queue": ""},
+        )
+        figure.update_layout(height=280, margin={"t": 10, "b": 10})
+        st.plotly_chart(figure, width="stretch")

@@ -1,0 +1,99 @@
+"""What a weekly report reads from the ledger: the week's invoice lines and its incidents."""
+
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from gpuledger.report.weeks import IsoWeek
+
+# Usage columns the chargeback table may carry (dcgm-exporter busy time beside allocated time).
+USAGE_COLUMNS = ("measured_gpu_hours", "busy_gpu_hours", "idle_gpu_hours")
+
+# Deterministic line order: the invoice key, the way finance reads it.
+LINE_ORDER = ("cost_centre", "team", "person", "domain", "gpu_model", "rate_valid_from",
+              "rate_per_gpu_hour", "currency")
+
+Row = dict[str, Any]
+
+
+class EmptyWeekError(ValueError):
+    """The ledger holds no invoice line for the week (nothing built, or no usage)."""
+
+
+@dataclass(frozen=True)
+class WeekData:
+    week: IsoWeek
+    columns: tuple[str, ...]
+    lines: tuple[Row, ...]
+    # None when the ledger has no incidents table (the report says "no incident data").
+    incidents: tuple[Row, ...] | None
+    # GPU-seconds per raw key (user, account, namespace, ...) whose owner is unattributed
+    unattributed_keys: tuple[Row, ...] = ()
+
+    @property
+    def usage_columns(self) -> tuple[str, ...]:
+        return tuple(c for c in USAGE_COLUMNS if c in self.columns)
+
+
+def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> tuple[str, ...] | None:
+    """Columns of ``table`` in the connection's own database, or None when it does not exist."""
+    rows = con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_catalog = "
+        "current_database() AND table_schema = 'main' AND table_name = ? "
+        "ORDER BY ordinal_position", [table]).fetchall()
+    return tuple(r[0] for r in rows) or None
+
+
+def _rows(cursor: duckdb.DuckDBPyConnection) -> tuple[Row, ...]:
+    names = [d[0] for d in cursor.description]
+    return tuple(dict(zip(names, values, strict=True)) for values in cursor.fetchall())
+
+
+def read_week(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> WeekData:
+    """The week's chargeback lines exactly as stored, and its incidents when the table exists."""
+    columns = table_columns(con, "chargeback")
+    if columns is None:
+        msg = "expected a chargeback table in the ledger, found none: run `gpuledger build` first"
+        raise EmptyWeekError(msg)
+    order = ", ".join(c for c in LINE_ORDER if c in columns)
+    lines = _rows(con.execute(
+        f"SELECT * FROM chargeback WHERE period_kind = 'week' AND period = ? "
+        f"ORDER BY {order} NULLS FIRST", [week.name]))
+    if not lines:
+        msg = (f"expected chargeback lines for week {week} ({week.monday} .. {week.end}, end "
+               f"exclusive), found none: build that week first (`gpuledger build --start "
+               f"{week.monday} --end {week.end}`) or pick a week with data")
+        raise EmptyWeekError(msg)
+    return WeekData(week, columns, lines, read_incidents(con, week),
+                    read_unattributed_keys(con, week))
+
+
+RAW_KEYS = ("slurm_user", "slurm_account", "k8s_namespace", "k8s_service_account",
+            "kueue_queue")
+
+
+def read_unattributed_keys(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> tuple[Row, ...]:
+    """The raw keys behind the week's unattributed GPU-seconds: what to add to the identity map."""
+    columns = table_columns(con, "allocations") or ()
+    keys = [c for c in RAW_KEYS if c in columns]
+    if not {"day", "cost_centre", "team", "person", "domain", "gpu_seconds"} <= set(columns):
+        return ()
+    grouping = ", ".join(["cost_centre", "team", "person", "domain", *keys])
+    return _rows(con.execute(
+        f"SELECT {grouping}, sum(gpu_seconds)::BIGINT AS gpu_seconds FROM allocations "
+        "WHERE day >= ? AND day < ? AND 'unattributed' IN (cost_centre, team, person) "
+        f"GROUP BY {grouping} ORDER BY gpu_seconds DESC, {grouping}", [week.monday, week.end]))
+
+
+def read_incidents(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> tuple[Row, ...] | None:
+    """The week's incidents, most expensive first; None when the ledger has no incidents table."""
+    columns = table_columns(con, "incidents")
+    if columns is None:
+        return None
+    when = "day" if "day" in columns else "CAST(start_ts AS DATE)"
+    ranking = [f"{c} DESC NULLS LAST" for c in ("cost", "gpu_seconds") if c in columns]
+    ranking += [c for c in ("incident_id", "start_ts", "node") if c in columns]
+    return _rows(con.execute(
+        f"SELECT * FROM incidents WHERE {when} >= ? AND {when} < ? "
+        f"ORDER BY {', '.join(ranking) or 'ALL'}", [week.monday, week.end]))

@@ -1,0 +1,133 @@
+"""Detectors: double-scheduled GPUs, partial gangs and idle allocations (``incidents``), and the
+slurm-bridge pairs that look like double scheduling but are one workload (``bridge_pairs``).
+
+Rules, thresholds, evidence and the charging rule: docs/detectors.md. Each detector is one SQL
+model (``models/sql/detect_*.sql``) run into a temp table; ``detect_incidents.sql`` puts them in
+one layout with their cost. The write is a partition-scoped delete+insert in one transaction, so
+re-building a day changes nothing when its inputs did not change.
+
+An incident belongs to the UTC day it started on. The detectors read one day more on each side
+of the days built: an incident that began the day before is recognised as such (and left to that
+day's build), and one running on past the last day is seen whole up to a day later.
+"""
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+
+import duckdb
+
+from models import load_sql
+from models.runner import transaction
+
+DEFAULT_IDLE_THRESHOLD = 0.05  # busy fraction strictly below this is idle
+DEFAULT_IDLE_MIN_MINUTES = 30  # shorter idle periods (warm-ups, pauses) are no incident
+DEFAULT_GANG_GRACE_SECONDS = 300  # Kueue's default waitForPodsReady timeout: normal start-up
+MARGIN = timedelta(days=1)
+KINDS = ("double_scheduled", "partial_gang", "idle_allocation")
+
+# temp table -> the model that fills it, in the order they run (later ones read earlier ones)
+DETECTORS = (
+    ("det_overcommit", "detect_node_sweep"),
+    ("det_double_gpu", "detect_double_gpu"),
+    ("det_double_node", "detect_double_node"),
+    ("det_double", "detect_double_scheduled"),
+    ("det_gang", "detect_partial_gang"),
+    ("det_idle", "detect_idle"),
+)
+_PARAMETER = re.compile(r"\$([a-z_]+)")
+
+
+@dataclass(frozen=True)
+class IncidentsBuilt:
+    """What one build wrote: incidents per kind (every kind present) and bridge pairs."""
+
+    by_kind: dict[str, int] = field(default_factory=dict)
+    bridge_pairs: int = 0
+    tolerance_seconds: int = 0
+
+    @property
+    def incidents(self) -> int:
+        return sum(self.by_kind.values())
+
+    def summary(self) -> str:
+        kinds = ", ".join(f"{self.by_kind.get(k, 0)} {k}" for k in KINDS)
+        return (f"incidents: {self.incidents} ({kinds}); bridge_pairs: {self.bridge_pairs} "
+                f"(scrape tolerance {self.tolerance_seconds} s)")
+
+
+def _run(con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, object]) -> None:
+    """Execute ``sql`` binding only the ``$parameters`` it names."""
+    names = set(_PARAMETER.findall(sql))
+    missing = names - values.keys()
+    if missing:
+        msg = f"expected values for the parameters {sorted(names)}, found none for {missing}"
+        raise ValueError(msg)
+    con.execute(sql, {k: values[k] for k in names})
+
+
+def scrape_tolerance(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime) -> int:
+    """The Kubernetes scrape interval in ``[start, end)`` (pod starts and ends are known to it)."""
+    value = con.execute(
+        "SELECT coalesce(max(scrape_interval_s), 0) FROM k8s_pod_allocations "
+        "WHERE start_ts < ? AND end_ts > ?", [end, start]).fetchone()[0]
+    return int(value)
+
+
+def _check(idle_threshold: float, idle_min_minutes: float, gang_grace_seconds: float) -> None:
+    if not 0 < idle_threshold <= 1:
+        msg = f"expected an idle threshold in (0, 1], found {idle_threshold}"
+        raise ValueError(msg)
+    if idle_min_minutes <= 0:
+        msg = f"expected a positive idle minimum in minutes, found {idle_min_minutes}"
+        raise ValueError(msg)
+    if gang_grace_seconds < 0:
+        msg = f"expected a gang grace of zero or more seconds, found {gang_grace_seconds}"
+        raise ValueError(msg)
+
+
+def build_incidents(
+    con: duckdb.DuckDBPyConnection,
+    first_day: date,
+    last_day: date,
+    *,
+    idle_threshold: float = DEFAULT_IDLE_THRESHOLD,
+    idle_min_minutes: float = DEFAULT_IDLE_MIN_MINUTES,
+    gang_grace_seconds: float = DEFAULT_GANG_GRACE_SECONDS,
+    tolerance_seconds: int | None = None,
+) -> IncidentsBuilt:
+    """Rebuild ``incidents`` and ``bridge_pairs`` for the UTC days ``first_day`` .. ``last_day``.
+
+    ``tolerance_seconds`` defaults to the Kubernetes scrape interval of the data.
+    """
+    _check(idle_threshold, idle_min_minutes, gang_grace_seconds)
+    scan_first, scan_last = first_day - MARGIN, last_day + MARGIN
+    scan_start = datetime.combine(scan_first, time())
+    scan_end = datetime.combine(scan_last + timedelta(days=1), time())
+    if tolerance_seconds is None:
+        tolerance_seconds = scrape_tolerance(con, scan_start, scan_end)
+    values: dict[str, object] = {
+        "scan_start": scan_start, "scan_end": scan_end,
+        "scan_first": scan_first, "scan_last": scan_last,
+        "first_day": first_day, "last_day": last_day,
+        "tolerance_seconds": tolerance_seconds,
+        "idle_threshold": float(idle_threshold),
+        "idle_min_seconds": float(idle_min_minutes) * 60,
+        "gang_grace_seconds": float(gang_grace_seconds),
+    }
+    for temp, model in DETECTORS:
+        _run(con, f"CREATE OR REPLACE TEMP TABLE {temp} AS {load_sql(model)}", values)
+    with transaction(con):
+        con.execute("DELETE FROM incidents WHERE day >= ? AND day <= ?", [first_day, last_day])
+        _run(con, f"INSERT INTO incidents BY NAME {load_sql('detect_incidents')}", values)
+        con.execute("DELETE FROM bridge_pairs WHERE day >= ? AND day <= ?",
+                    [first_day, last_day])
+        _run(con, f"INSERT INTO bridge_pairs BY NAME {load_sql('bridge_pairs')}", values)
+        by_kind = dict(con.execute(
+            "SELECT kind, count(*) FROM incidents WHERE day >= ? AND day <= ? GROUP BY kind",
+            [first_day, last_day]).fetchall())
+        pairs = con.execute("SELECT count(*) FROM bridge_pairs WHERE day >= ? AND day <= ?",
+                            [first_day, last_day]).fetchone()[0]
+    for temp, _ in DETECTORS:
+        con.execute(f"DROP TABLE IF EXISTS {temp}")
+    return IncidentsBuilt({k: by_kind.get(k, 0) for k in KINDS}, pairs, tolerance_seconds)

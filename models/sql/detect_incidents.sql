@@ -1,0 +1,79 @@
+-- detect_incidents
+-- Grain: one row per incident (kind double_scheduled, partial_gang or idle_allocation) whose
+--   start_ts falls on a UTC day in [$first_day, $last_day]; `day` is that day (an incident
+--   crossing midnight stays one row, filed under the day it started).
+-- Parameters: $first_day, $last_day (DATE, inclusive). Reads the temp tables det_double
+--   (detect_double_scheduled.sql), det_gang (detect_partial_gang.sql), det_idle
+--   (detect_idle.sql), all in one candidate layout, and rate_card.
+-- cost = gpu_seconds x the rate per GPU-hour / 3600, rounded to cents once per incident. The rate
+--   is the one the chargeback uses (chargeback.sql) for the allocation the incident charges
+--   (rate_domain, gpu_model, qos) on the incident's day: the most specific valid rate_card row
+--   (domain and QOS over domain over neither), then the latest valid_from. No valid rate: cost
+--   and currency stay null (flagged, never priced at zero).
+-- incident_id: kind and an md5 of what identifies the incident (its allocations and, for gangs,
+--   the attempt), so re-building gives the same ids.
+WITH candidates AS (
+    SELECT * FROM det_double
+    UNION ALL BY NAME
+    SELECT * FROM det_gang
+    UNION ALL BY NAME
+    SELECT * FROM det_idle
+),
+
+in_range AS (
+    SELECT *, CAST(start_ts AS DATE) AS day
+    FROM candidates
+    WHERE CAST(start_ts AS DATE) >= $first_day AND CAST(start_ts AS DATE) <= $last_day
+      AND gpu_seconds > 0
+),
+
+rates AS (
+    SELECT
+        c.identity_key, c.kind, r.rate_per_gpu_hour, r.currency,
+        row_number() OVER (
+            PARTITION BY c.kind, c.identity_key
+            ORDER BY (r.domain <> '')::INT * 2 + (r.qos <> '')::INT DESC,
+                     r.valid_from DESC NULLS LAST
+        ) AS preference
+    FROM in_range AS c
+    INNER JOIN rate_card AS r
+        ON r.gpu_model = c.gpu_model
+        AND (r.domain = '' OR r.domain = c.rate_domain)
+        AND (r.qos = '' OR r.qos = coalesce(c.qos, ''))
+        AND (r.valid_from IS NULL OR r.valid_from <= c.day)
+        AND (r.valid_to IS NULL OR c.day < r.valid_to)
+)
+
+SELECT
+    c.kind || '-' || substr(md5(c.kind || '|' || c.identity_key), 1, 16) AS incident_id,
+    c.day,
+    c.kind,
+    c.domain,
+    c.cluster,
+    c.node,
+    c.gpu_uuids,
+    c.gpus,
+    c.start_ts,
+    c.end_ts,
+    c.gpu_seconds,
+    r.rate_per_gpu_hour,
+    -- exact half-up to the cent in integers, as chargeback.sql (a DECIMAL division in DuckDB
+    -- is a DOUBLE)
+    CAST(CAST((c.gpu_seconds::HUGEINT * CAST(r.rate_per_gpu_hour * 1000000 AS HUGEINT)
+               + 18000000) // 36000000 AS DECIMAL(18, 0)) * 0.01 AS DECIMAL(18, 2)) AS cost,
+    r.currency,
+    c.slurm_job,
+    c.k8s_workload,
+    coalesce(c.person, 'unattributed') AS person,
+    coalesce(c.team, 'unattributed') AS team,
+    coalesce(c.cost_centre, 'unattributed') AS cost_centre,
+    c.other_person,
+    c.other_team,
+    c.other_cost_centre,
+    c.evidence_level,
+    c.share,
+    c.detail,
+    c.evidence
+FROM in_range AS c
+LEFT JOIN rates AS r
+    ON r.preference = 1 AND r.kind = c.kind AND r.identity_key = c.identity_key

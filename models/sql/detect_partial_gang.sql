@@ -1,0 +1,195 @@
+-- detect_partial_gang
+-- Grain: one row per partial start of a gang: an attempt of a Kueue Workload whose pod sets need
+--   N > 1 pods (pods_wanted: the pod-set counts, Job parallelism) during which only k < N of its
+--   pods ran while holding GPUs, from its first pod's start until all N ran, or until the attempt
+--   ended without them (evicted, e.g. PodsReadyTimeout, and requeued).
+-- Parameters: $scan_first, $scan_last (DATE, inclusive: the allocation days read),
+--   $tolerance_seconds (pod starts are known to one scrape interval), $gang_grace_seconds
+--   (normal start-up: partial phases no longer than this are not incidents).
+-- Method: an event sweep per Workload over its pods' ledger intervals (starts +1 pod, ends -1,
+--   O(n log n)); an attempt is a maximal period with at least one pod running. Wasted
+--   GPU-seconds: the GPUs held by the running pods x the time of the partial phase.
+-- Decision: the phase is an incident when its length is surely above the grace: Kueue's own
+--   PodsReady - Admitted times when the Workload's (last) admission is this attempt and it became
+--   ready, else the measured length minus one scrape interval.
+-- Columns: the candidate layout of detect_incidents.sql.
+WITH workloads AS (
+    SELECT uid, namespace, name, pods_wanted, admitted_at, pods_ready_at, eviction_reasons,
+           evicted_reason, requeue_count
+    FROM kueue_workloads
+    WHERE pods_wanted > 1
+),
+
+pods AS (
+    SELECT a.*, w.uid AS workload_uid, w.pods_wanted
+    FROM allocations AS a
+    INNER JOIN workloads AS w ON w.namespace = a.k8s_namespace AND w.name = a.job_id
+    WHERE a.domain = 'kubernetes' AND a.day >= $scan_first AND a.day <= $scan_last
+),
+
+candidates AS (
+    -- Workloads that can have a partial phase at all: fewer pods than needed, pods not all
+    -- starting at one instant, or a pod ending before another starts. The others (a gang whose
+    -- pods start together and overlap) are full from their first instant: no sweep needed.
+    -- (a pod cut at midnight is two pieces, but then its second piece starts later: caught)
+    SELECT workload_uid
+    FROM pods
+    GROUP BY workload_uid
+    HAVING count(*) < any_value(pods_wanted)
+        OR max(start_ts) > min(start_ts)
+        OR min(end_ts) <= max(start_ts)
+),
+
+events AS (
+    -- pieces cut at midnight end and start at one instant: they cancel here
+    SELECT workload_uid, ts, sum(d_pods) AS d_pods, sum(d_gpus) AS d_gpus
+    FROM (
+        SELECT workload_uid, start_ts AS ts, 1 AS d_pods, gpus AS d_gpus
+        FROM pods SEMI JOIN candidates USING (workload_uid)
+        UNION ALL
+        SELECT workload_uid, end_ts AS ts, -1 AS d_pods, -gpus AS d_gpus
+        FROM pods SEMI JOIN candidates USING (workload_uid)
+    )
+    GROUP BY workload_uid, ts
+),
+
+steps AS (
+    SELECT
+        workload_uid,
+        ts,
+        running,
+        gpus_held,
+        next_ts,
+        -- a new attempt begins where the previous step had no pod running
+        CASE WHEN coalesce(lag(running) OVER w, 0) = 0 THEN 1 ELSE 0 END AS opens
+    FROM (
+        SELECT
+            workload_uid,
+            ts,
+            sum(d_pods) OVER w AS running,
+            sum(d_gpus) OVER w AS gpus_held,
+            lead(ts) OVER w AS next_ts
+        FROM events
+        WINDOW w AS (PARTITION BY workload_uid ORDER BY ts)
+    )
+    WINDOW w AS (PARTITION BY workload_uid ORDER BY ts)
+),
+
+attempts AS (
+    SELECT *, sum(opens) OVER (PARTITION BY workload_uid ORDER BY ts) AS attempt_no
+    FROM steps
+),
+
+per_attempt AS (
+    SELECT
+        a.workload_uid,
+        a.attempt_no,
+        min(a.ts) AS attempt_start,
+        max(a.next_ts) FILTER (WHERE a.running > 0) AS attempt_end,
+        min(a.ts) FILTER (WHERE a.running >= w.pods_wanted) AS full_at,
+        any_value(w.pods_wanted) AS pods_wanted
+    FROM attempts AS a
+    INNER JOIN workloads AS w ON w.uid = a.workload_uid
+    GROUP BY a.workload_uid, a.attempt_no
+),
+
+phases AS (
+    SELECT
+        p.*,
+        coalesce(p.full_at, p.attempt_end) AS phase_end,
+        -- the Workload's admission this attempt started from (Kueue keeps the last one)
+        w.admitted_at IS NOT NULL AND w.pods_ready_at >= w.admitted_at
+            AND p.full_at IS NOT NULL
+            AND p.attempt_start >= w.admitted_at
+            AND p.attempt_start = min(p.attempt_start) FILTER (
+                WHERE p.attempt_start >= w.admitted_at
+            ) OVER (PARTITION BY p.workload_uid) AS kueue_knows,
+        date_diff('second', w.admitted_at, w.pods_ready_at) AS ready_lag_seconds
+    FROM per_attempt AS p
+    INNER JOIN workloads AS w ON w.uid = p.workload_uid
+),
+
+partial AS (
+    -- the sweep's steps inside the partial phase
+    SELECT
+        ph.workload_uid, ph.attempt_no, ph.attempt_start, ph.phase_end, ph.full_at,
+        ph.pods_wanted, ph.kueue_knows, ph.ready_lag_seconds,
+        max(s.running) AS max_running,
+        max(s.gpus_held) AS max_gpus_held,
+        sum(s.gpus_held * date_diff('second', s.ts, least(s.next_ts, ph.phase_end)))
+            AS gpu_seconds
+    FROM phases AS ph
+    INNER JOIN attempts AS s
+        ON s.workload_uid = ph.workload_uid AND s.attempt_no = ph.attempt_no
+        AND s.ts < ph.phase_end AND s.running > 0
+    GROUP BY ALL
+),
+
+flagged AS (
+    SELECT *
+    FROM partial
+    WHERE CASE WHEN kueue_knows THEN ready_lag_seconds
+            ELSE date_diff('second', attempt_start, phase_end) - $tolerance_seconds
+          END > $gang_grace_seconds
+),
+
+held AS (
+    -- the pods (pieces) holding GPUs during the partial phase
+    SELECT
+        f.workload_uid, f.attempt_no,
+        list_sort(list(DISTINCT p.node)) AS nodes,
+        list_sort(flatten(list(p.gpu_uuids) FILTER (WHERE p.gpu_uuids IS NOT NULL)))
+            AS gpu_uuids,
+        list_distinct(list(
+            'allocations{day=' || strftime(p.day, '%Y-%m-%d')
+            || ',domain=kubernetes,source_key=' || p.source_key || ',node=' || p.node || '}'
+            ORDER BY p.start_ts, p.source_key)) AS refs,
+        arg_min(p.person, p.start_ts) AS person,
+        arg_min(p.team, p.start_ts) AS team,
+        arg_min(p.cost_centre, p.start_ts) AS cost_centre,
+        arg_min(p.gpu_model, p.start_ts) AS gpu_model,
+        arg_min(p.k8s_namespace, p.start_ts) AS namespace
+    FROM flagged AS f
+    INNER JOIN pods AS p
+        ON p.workload_uid = f.workload_uid
+        AND p.start_ts < f.phase_end AND p.end_ts > f.attempt_start
+    GROUP BY f.workload_uid, f.attempt_no
+)
+
+SELECT
+    'partial_gang' AS kind,
+    'kubernetes' AS domain,
+    (SELECT any_value(cluster) FROM pods WHERE pods.workload_uid = f.workload_uid) AS cluster,
+    array_to_string(h.nodes, ';') AS node,
+    list_distinct(h.gpu_uuids) AS gpu_uuids,
+    f.max_gpus_held AS gpus,
+    f.attempt_start AS start_ts,
+    f.phase_end AS end_ts,
+    CAST(f.gpu_seconds AS BIGINT) AS gpu_seconds,
+    CAST(NULL AS VARCHAR) AS slurm_job,
+    w.namespace || '/' || w.name AS k8s_workload,
+    h.person,
+    h.team,
+    h.cost_centre,
+    CAST(NULL AS VARCHAR) AS other_person,
+    CAST(NULL AS VARCHAR) AS other_team,
+    CAST(NULL AS VARCHAR) AS other_cost_centre,
+    CAST(NULL AS VARCHAR) AS evidence_level,
+    f.max_running / f.pods_wanted AS share,
+    'kubernetes' AS rate_domain,
+    h.gpu_model,
+    CAST(NULL AS VARCHAR) AS qos,
+    f.workload_uid || '|' || strftime(f.attempt_start, '%Y-%m-%d %H:%M:%S') AS identity_key,
+    f.max_running || ' of ' || f.pods_wanted || ' pods running for '
+        || round(date_diff('second', f.attempt_start, f.phase_end) / 60.0, 1) || ' min '
+        || CASE WHEN f.full_at IS NOT NULL THEN 'until all ' || f.pods_wanted || ' ran'
+            ELSE 'until the attempt ended without them'
+                || coalesce(' (Kueue evictions: ' || w.eviction_reasons || ')', '')
+        END
+        || CASE WHEN f.kueue_knows
+            THEN '; Kueue: PodsReady ' || f.ready_lag_seconds || ' s after admission'
+            ELSE '' END AS detail,
+    'kueue_workloads{uid=' || w.uid || '}; ' || array_to_string(h.refs, '; ') AS evidence
+FROM flagged AS f
+INNER JOIN held AS h USING (workload_uid, attempt_no)
+INNER JOIN workloads AS w ON w.uid = f.workload_uid

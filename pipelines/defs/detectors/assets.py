@@ -1,0 +1,51 @@
+import dagster as dg
+
+from models.incidents import (
+    DEFAULT_GANG_GRACE_SECONDS,
+    DEFAULT_IDLE_MIN_MINUTES,
+    DEFAULT_IDLE_THRESHOLD,
+    build_incidents,
+)
+from pipelines.defs.partitions import daily_partitions
+from pipelines.defs.resources import LedgerResource
+
+
+class DetectorConfig(dg.Config):
+    """Thresholds of the detectors (docs/detectors.md); the defaults are the issue's."""
+
+    idle_threshold: float = DEFAULT_IDLE_THRESHOLD
+    idle_min_minutes: float = DEFAULT_IDLE_MIN_MINUTES
+    gang_grace_seconds: float = DEFAULT_GANG_GRACE_SECONDS
+
+
+@dg.asset(
+    partitions_def=daily_partitions,
+    group_name="detectors",
+    kinds={"duckdb", "sql"},
+    deps=["allocations", "gpu_utilization", "kueue_workloads", "slurm_jobs", "rate_card"],
+    description="Incidents that started on one UTC day: double-scheduled GPUs (GPU- and "
+    "node-level evidence), partial gangs and idle allocations, with owners, wasted GPU-hours, "
+    "cost and evidence rows; and the slurm-bridge pairs of the day (one workload, no conflict).",
+)
+def incidents(
+    context: dg.AssetExecutionContext, config: DetectorConfig, ledger: LedgerResource
+) -> dg.MaterializeResult:
+    day = context.partition_time_window.start.date()
+    with ledger.ledger() as con:
+        built = build_incidents(
+            con, day, day, idle_threshold=config.idle_threshold,
+            idle_min_minutes=config.idle_min_minutes,
+            gang_grace_seconds=config.gang_grace_seconds,
+        )
+        wasted = dict(con.execute(
+            "SELECT kind, sum(gpu_seconds) FROM incidents WHERE day = ? GROUP BY kind",
+            [day]).fetchall())
+    return dg.MaterializeResult(
+        metadata={
+            "incidents": built.incidents,
+            **built.by_kind,
+            **{f"{kind}_gpu_hours": round(float(s) / 3600, 3) for kind, s in wasted.items()},
+            "bridge_pairs": built.bridge_pairs,
+            "scrape_tolerance_seconds": built.tolerance_seconds,
+        }
+    )

@@ -1,0 +1,25 @@
+import dagster as dg
+
+from pipelines.defs.schedules import daily_ingest, weekly_close
+
+# Dashboards, `gpuledger sql` and `gpuledger report` read the published snapshot, never the live
+# ledger: after each scheduled ledger run succeeds, publish it (one small unpartitioned run, as a
+# partitioned job cannot also run the unpartitioned publish asset).
+publish_ledger = dg.define_asset_job(
+    "publish_ledger", selection=dg.AssetSelection.assets("published_ledger")
+)
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    monitored_jobs=[daily_ingest, weekly_close],
+    request_job=publish_ledger,
+    description="Publish the read-only snapshot after a daily ingest or weekly close succeeds.",
+)
+def publish_after_ledger_runs(context: dg.RunStatusSensorContext) -> dg.RunRequest:
+    return dg.RunRequest(run_key=f"publish-after-{context.dagster_run.run_id}")
+
+
+@dg.definitions
+def serving_sensors() -> dg.Definitions:
+    return dg.Definitions(jobs=[publish_ledger], sensors=[publish_after_ledger_runs])
