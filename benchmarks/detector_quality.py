@@ -19,7 +19,6 @@ Targets (issue #6): precision ≥ 0.95 and recall ≥ 0.95 per kind, wasted GPU-
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import platform
@@ -361,12 +360,11 @@ def report(runs: list[SeedRun], days: int, load_before: str, load_after: str) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=f"python -m benchmarks.run {NAME}", description=DESCRIPTION)
+    p = results.parser(NAME, DESCRIPTION)
     p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS),
                    help=f"simulator seeds, not 1 (default {' '.join(map(str, SEEDS))})")
     p.add_argument("--days", type=int, default=DAYS, help=f"days per world (default {DAYS})")
     p.add_argument("--rebuild", action="store_true", help="re-simulate the cached worlds")
-    p.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
     args = p.parse_args(argv)
     if 1 in args.seeds:
         print("expected seeds other than 1 (the demo's world), found 1", file=sys.stderr)
@@ -381,11 +379,8 @@ def main(argv: list[str] | None = None) -> int:
             for k, s in run.scores.items()) + f"; decoys flagged {len(run.flagged)}",
             flush=True)
     text, ok = report(runs, args.days, load_before, results.load_average())
-    print(text)
-    if not args.no_write:
-        print(f"wrote {results.write_section(NAME, text)}")
-    return 0 if ok else 1
+    return results.publish(NAME, text, ok, write=not args.no_write)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    results.entry(main)

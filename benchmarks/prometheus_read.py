@@ -38,8 +38,6 @@ on the same sample basis (ours' raw-sample count); the baseline's point count is
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import json
 import os
 import platform
@@ -374,24 +372,12 @@ def measure(kind: str, server: Server, plan: Path | None) -> Measure:
         result = Path(tmp) / "result.json"
         load1 = os.getloadavg()[0]
         cpu0 = server.cpu_seconds()
-        proc = subprocess.Popen([sys.executable, "-m", "benchmarks.prometheus_read", "--child",
-                                 kind, server.url, str(result), str(plan or "-")],
-                                cwd=ROOT)  # fmt: skip
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        except BaseException:  # Ctrl-C, SIGTERM (SystemExit): the child goes too
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            proc.wait()
-            raise
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        out, peak = results.run_child(
+            "benchmarks.prometheus_read", [kind, server.url, str(result), str(plan or "-")],
+            result, kind, cwd=ROOT)
         cpu1 = server.cpu_seconds()
-        if proc.returncode != 0:
-            msg = f"expected the {kind} run to succeed, found exit status {proc.returncode}"
-            raise RuntimeError(msg)
-        out = json.loads(result.read_text())
     server_cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
-    return Measure(kind, out["wall"], out["cpu"], usage.ru_maxrss * 1024, load1, server_cpu, out)
+    return Measure(kind, out["wall"], out["cpu"], peak, load1, server_cpu, out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -414,9 +400,6 @@ def _versions() -> str:
 def _runs(ms: list[Measure], key: str | None = None) -> str:
     return ", ".join(f"{m.wall if key is None else m.out[key]:.2f}" for m in ms)
 
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):,.0f} MiB"
 
 
 def _rate(n: float, s: float) -> str:
@@ -453,7 +436,7 @@ def report(runs: dict[str, list[Measure]], meta: dict, server: Server, load_befo
         m = best[k]
         cpu = f"{m.server_cpu:.1f}" if m.server_cpu is not None else "n/a"
         return (f"| {label} | {count} | {m.wall:.2f} | {_runs(runs[k])} | {rate} | {m.cpu:.1f} "
-                f"| {cpu} | {_mib(peak[k])} |")  # fmt: skip
+                f"| {cpu} | {results.mib(peak[k])} |")  # fmt: skip
 
     def part(label: str, key: str, count: str = "", rate: str = "") -> str:
         return (f"| … {label} | {count} | {o.out[key]:.2f} | {_runs(runs['ours'], key)} | "
@@ -542,12 +525,10 @@ def _on_sigterm(signum: int, _frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.run prometheus_read",
-                                description=DESCRIPTION)  # fmt: skip
+    p = results.parser(NAME, DESCRIPTION)
     p.add_argument("--repeat", type=int, default=3, help="runs per path, best counts (default 3)")
     p.add_argument("--rebuild", action="store_true", help="re-simulate the world and its TSDB")
     p.add_argument("--only", choices=KINDS, action="append", help="run only these paths")
-    p.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
     args = p.parse_args(argv)
     world, meta = build_world(rebuild=args.rebuild)
     data_dir = OUT / f"prom-tsdb-{_tag()}"
@@ -581,10 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, previous)
     if not text:
         return 0
-    print(text)
-    if not args.no_write:
-        print(f"wrote {results.write_section(NAME, text)}")
-    return 0 if ok else 1
+    return results.publish(NAME, text, ok, write=not args.no_write)
 
 
 def _progress(m: Measure) -> str:
@@ -597,11 +575,8 @@ def _progress(m: Measure) -> str:
                   f"{o['read_s']:.2f} s, http {o['http_s']:.2f} s, parse {o['parse_s']:.2f} s "
                   f"{_rate(o['parse_rows'], o['parse_s'])}, finish {o['finish_s']:.2f} s")
     return (f"{m.kind:>8}: {m.wall:6.2f} s ({detail}; cpu {m.cpu:.1f} s, peak "
-            f"{_mib(m.peak_bytes)}, load {m.load1:.2f})")  # fmt: skip
+            f"{results.mib(m.peak_bytes)}, load {m.load1:.2f})")  # fmt: skip
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "--child":
-        _child(*sys.argv[2:6])
-    else:
-        sys.exit(main(sys.argv[1:]))
+    results.entry(main, _child, 4)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import json
 import os
 import platform
 import re
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -62,3 +68,54 @@ def load_average() -> str:
         return " / ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         return "n/a"
+
+
+def mib(n: float) -> str:
+    return f"{n / (1 << 20):,.0f} MiB"
+
+
+def parser(name: str, description: str) -> argparse.ArgumentParser:
+    """The options of benchmark ``name``, with the ``--no-write`` every benchmark has."""
+    p = argparse.ArgumentParser(prog=f"python -m benchmarks.run {name}", description=description)
+    p.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
+    return p
+
+
+def publish(name: str, text: str, ok: bool, *, write: bool) -> int:
+    """Print the report, put it in RESULTS.md when ``write``; the exit status (1: a target
+    missed)."""
+    print(text)
+    if write:
+        print(f"wrote {write_section(name, text)}")
+    return 0 if ok else 1
+
+
+def run_child(module: str, args: Sequence[str], result: Path, what: str,
+              cwd: Path | None = None) -> tuple[dict, int]:
+    """Run ``python -m module --child ARGS`` (one measurement in a fresh process) and wait for
+    it: the JSON it wrote to ``result`` and its peak RSS in bytes (``wait4``, which only the
+    parent can read). If this process is interrupted, the child goes too."""
+    proc = subprocess.Popen([sys.executable, "-m", module, "--child", *args], cwd=cwd)
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    except BaseException:  # Ctrl-C, SIGTERM (SystemExit)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
+        raise
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        msg = f"expected the {what} run to succeed, found exit status {proc.returncode}"
+        raise RuntimeError(msg)
+    return json.loads(result.read_text()), usage.ru_maxrss * 1024
+
+
+def entry(main: Callable[[list[str]], int], child: Callable[..., None] | None = None,
+          child_args: int = 0) -> None:
+    """A benchmark's ``__main__``: ``--child`` and ``child_args`` arguments run ``child`` (see
+    run_child); anything else goes to ``main``, whose status is the exit status."""
+    argv = sys.argv[1:]
+    if child is not None and len(argv) == child_args + 1 and argv[0] == "--child":
+        child(*argv[1:])
+    else:
+        sys.exit(main(argv))

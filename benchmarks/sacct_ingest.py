@@ -17,7 +17,6 @@ all three. The dump is built once and cached under ``benchmarks/out/`` (see :fun
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -212,16 +211,9 @@ def measure(kind: str, dump: Path) -> Measure:
     with tempfile.TemporaryDirectory(dir=OUT, prefix=f"run-{kind}-") as tmp:
         db, result = Path(tmp) / "bench.duckdb", Path(tmp) / "result.json"
         load1 = os.getloadavg()[0]
-        proc = subprocess.Popen([sys.executable, "-m", "benchmarks.sacct_ingest", "--child", kind,
-                                 str(dump), str(db), str(result)])  # fmt: skip
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
-            msg = f"expected the {kind} run to succeed, found exit status {proc.returncode}"
-            raise RuntimeError(msg)
-        out = json.loads(result.read_text())
-    return Measure(kind, out.pop("rows"), out.pop("wall"), out.pop("cpu"),
-                   usage.ru_maxrss * 1024, load1,
+        out, peak = results.run_child("benchmarks.sacct_ingest",
+                                      [kind, str(dump), str(db), str(result)], result, kind)
+    return Measure(kind, out.pop("rows"), out.pop("wall"), out.pop("cpu"), peak, load1,
                    {k: v for k, v in out.items() if k != "kind"})  # fmt: skip
 
 
@@ -239,9 +231,6 @@ def _versions() -> str:
             f"{pl.__version__}, pandas {pd.__version__}, PyArrow {pa.__version__}")  # fmt: skip
 
 
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):,.0f} MiB"
-
 
 def report(runs: dict[str, list[Measure]], lines: int, meta: dict, dump: Path,
            load_before: str, load_after: str) -> tuple[str, bool]:  # fmt: skip
@@ -256,7 +245,7 @@ def report(runs: dict[str, list[Measure]], lines: int, meta: dict, dump: Path,
          ours / floor <= MAX_FLOOR_RATIO),
         (f"≥ {MIN_PANDAS_RATIO:g}× pandas (pandas / ours)", f"{pandas / ours:.2f}×",
          pandas / ours >= MIN_PANDAS_RATIO),
-        ("peak RSS ≤ 2 GB (2,000,000,000 bytes)", _mib(peak["ours"]),
+        ("peak RSS ≤ 2 GB (2,000,000,000 bytes)", results.mib(peak["ours"]),
          peak["ours"] <= MAX_PEAK_BYTES),
     ]  # fmt: skip
     ok = all(c[2] for c in checks)
@@ -297,7 +286,7 @@ def report(runs: dict[str, list[Measure]], lines: int, meta: dict, dump: Path,
     ]
     for k in (*KINDS, *(d for d in DIAGNOSTIC if d in runs)):
         ms = runs[k]
-        rss = _mib(peak[k]) if k in KINDS else "(holds the parsed dump)"
+        rss = results.mib(peak[k]) if k in KINDS else "(holds the parsed dump)"
         lines_md.append(
             f"| {labels[k]} | {best[k].rows:,} | {best[k].wall:.2f} | "
             f"{', '.join(f'{m.wall:.2f}' for m in ms)} | {rate[k]:,.0f} | {best[k].cpu:.1f} | "
@@ -327,8 +316,7 @@ def report(runs: dict[str, list[Measure]], lines: int, meta: dict, dump: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.run sacct_ingest",
-                                description=DESCRIPTION)  # fmt: skip
+    p = results.parser(NAME, DESCRIPTION)
     p.add_argument("--repeat", type=int, default=3, help="runs per path, best counts (default 3)")
     p.add_argument("--lines", type=int, default=LINES, help=f"data lines (default {LINES:,})")
     p.add_argument("--rebuild", action="store_true", help="re-simulate and rebuild the dump")
@@ -336,7 +324,6 @@ def main(argv: list[str] | None = None) -> int:
                    help="run only these paths")
     p.add_argument("--no-diagnostic", action="store_true",
                    help="skip the load-only diagnostic path")
-    p.add_argument("--no-write", action="store_true", help="do not update benchmarks/RESULTS.md")
     args = p.parse_args(argv)
     dump, meta = build_dump(args.lines, rebuild=args.rebuild)
     kinds = tuple(args.only or (KINDS if args.no_diagnostic else KINDS + DIAGNOSTIC))
@@ -348,18 +335,12 @@ def main(argv: list[str] | None = None) -> int:
             runs[kind].append(m)
             print(f"[{r + 1}/{args.repeat}] {kind:>6}: {m.wall:6.2f} s "
                   f"({m.rows:,} rows, {args.lines / m.wall:,.0f} rows/s, cpu {m.cpu:.1f} s, "
-                  f"peak {_mib(m.peak_bytes)}, load {m.load1:.2f})", flush=True)  # fmt: skip
+                  f"peak {results.mib(m.peak_bytes)}, load {m.load1:.2f})", flush=True)  # fmt: skip
     if not set(KINDS) <= set(kinds):
         return 0
     text, ok = report(runs, args.lines, meta, dump, load_before, results.load_average())
-    print(text)
-    if not args.no_write:
-        print(f"wrote {results.write_section(NAME, text)}")
-    return 0 if ok else 1
+    return results.publish(NAME, text, ok, write=not args.no_write)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "--child":
-        _child(*sys.argv[2:6])
-    else:
-        sys.exit(main(sys.argv[1:]))
+    results.entry(main, _child, 4)

@@ -7,6 +7,7 @@ hover texts and axis titles directly for a few milliseconds each.
 
 from collections.abc import Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 from plotly.colors import qualitative
@@ -29,10 +30,12 @@ def _groups(frame: pl.DataFrame, column: str | None,
              else frame.filter(pl.col(column).is_null())) for v in values]
 
 
-def _values(series: pl.Series) -> list:
+def _values(series: pl.Series) -> np.ndarray:
+    """A column as a NumPy array: Plotly copies and validates Python lists element by element,
+    typed arrays in one go (a year of hourly points is tens of thousands of them)."""
     if series.dtype.is_decimal():
         series = series.cast(pl.Float64)
-    return series.to_list()
+    return series.to_numpy()
 
 
 def _layout(figure: go.Figure, labels: dict[str, str], x: str, y: str,
@@ -132,10 +135,10 @@ def timeline(frame: pl.DataFrame, start: str, end: str, y: str, color: str, *,
     traces = []
     for i, (value, part) in enumerate(_groups(frame, color)):
         lengths = (part[end] - part[start]).dt.total_milliseconds()
-        custom = list(zip(*(_values(part[c]) for c in (end, *hover)), strict=True))
+        custom = list(zip(*(part[c].to_list() for c in (end, *hover)), strict=True))
         details = "".join(f"<br>{c}=%{{customdata[{k + 1}]}}" for k, c in enumerate(hover))
         traces.append(go.Bar(
-            base=_values(part[start]), x=lengths.to_list(), y=_values(part[y]),
+            base=part[start].to_list(), x=lengths.to_list(), y=part[y].to_list(),
             orientation="h", name=str(value), legendgroup=str(value), customdata=custom,
             marker_color=colour_map.get(str(value), COLOURS[i % len(COLOURS)]),
             hovertemplate=f"{color}={value}<br>{start}=%{{base}}<br>{end}=%{{customdata[0]}}"

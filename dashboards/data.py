@@ -357,6 +357,27 @@ def hourly_usage_available() -> bool:
     return has_table("node_usage_hourly") and has_table("gpu_usage_hourly")
 
 
+def _daily_rollups_cover(first: date, end: date) -> bool:
+    """Whether the daily rollups hold every day of ``[first, end)`` the hourly tables hold (a
+    ledger built before the rollups existed has them empty until its days are rebuilt)."""
+    if not (has_table("node_usage_daily") and has_table("gpu_usage_daily")):
+        return False
+    return bool(query(
+        "SELECT NOT EXISTS (SELECT DISTINCT day FROM node_usage_hourly "
+        "WHERE day >= $first AND day < $end EXCEPT SELECT DISTINCT day FROM node_usage_daily "
+        "WHERE day >= $first AND day < $end) AS covered",
+        {"first": first, "end": end},
+    ).item())
+
+
+def _usage_source(first: date, end: date, grain: str) -> tuple[str, str, str]:
+    """The time bucket expression, node table and identity table for usage in ``grain`` buckets:
+    the daily rollups for days (24 times fewer rows), the hourly tables otherwise."""
+    if _grain(grain) == "day" and _daily_rollups_cover(first, end):
+        return "day::TIMESTAMP", "node_usage_daily", "gpu_usage_daily"
+    return "date_trunc($grain, hour)", "node_usage_hourly", "gpu_usage_hourly"
+
+
 def fractions_over_time(first: date, end: date, grain: str, group: str) -> pl.DataFrame:
     """Allocated and busy fractions of capacity per time bucket and group (cluster-wide).
 
@@ -365,23 +386,24 @@ def fractions_over_time(first: date, end: date, grain: str, group: str) -> pl.Da
     """
     _cluster_wide()
     params = {"first": first, "end": end, "grain": _grain(grain)}
+    bucket, nodes, identities = _usage_source(first, end, grain)
     if group in NODE_GROUPS:
         column = NODE_GROUPS[group]
         sql = (
-            f"SELECT date_trunc($grain, hour) AS bucket, {column} AS grp, "
+            f"SELECT {bucket} AS bucket, {column} AS grp, "
             "sum(capacity_gpu_seconds)::BIGINT AS capacity_gpu_seconds, "
             "sum(allocated_gpu_seconds)::BIGINT AS allocated_gpu_seconds, "
             "sum(busy_gpu_seconds)::DOUBLE AS busy_gpu_seconds "
-            "FROM node_usage_hourly WHERE day >= $first AND day < $end GROUP BY ALL"
+            f"FROM {nodes} WHERE day >= $first AND day < $end GROUP BY ALL"
         )
     elif group == "domain":
         sql = (
-            "WITH cap AS (SELECT date_trunc($grain, hour) AS bucket, "
-            "sum(capacity_gpu_seconds)::BIGINT AS capacity_gpu_seconds FROM node_usage_hourly "
+            f"WITH cap AS (SELECT {bucket} AS bucket, "
+            f"sum(capacity_gpu_seconds)::BIGINT AS capacity_gpu_seconds FROM {nodes} "
             "WHERE day >= $first AND day < $end GROUP BY ALL), "
-            "use AS (SELECT date_trunc($grain, hour) AS bucket, domain AS grp, "
+            f"use AS (SELECT {bucket} AS bucket, domain AS grp, "
             "sum(allocated_gpu_seconds)::BIGINT AS allocated_gpu_seconds, "
-            "sum(busy_gpu_seconds)::DOUBLE AS busy_gpu_seconds FROM gpu_usage_hourly "
+            f"sum(busy_gpu_seconds)::DOUBLE AS busy_gpu_seconds FROM {identities} "
             "WHERE day >= $first AND day < $end GROUP BY ALL) "
             "SELECT use.bucket, use.grp, cap.capacity_gpu_seconds, use.allocated_gpu_seconds, "
             "use.busy_gpu_seconds FROM use JOIN cap USING (bucket)"
@@ -404,13 +426,14 @@ def own_usage_over_time(first: date, end: date, grain: str, group: str) -> pl.Da
         msg = f"expected a grouping in {list(USAGE_GROUPS)}, found {group!r}"
         raise ValueError(msg)
     column = USAGE_GROUPS[group]
+    bucket, _nodes, identities = _usage_source(first, end, grain)
     return query(
-        f"SELECT date_trunc($grain, hour) AS bucket, {column} AS grp, "
+        f"SELECT {bucket} AS bucket, {column} AS grp, "
         "sum(allocated_gpu_seconds)::BIGINT AS allocated_gpu_seconds, "
         "sum(measured_gpu_seconds)::DOUBLE AS measured_gpu_seconds, "
         "sum(busy_gpu_seconds)::DOUBLE AS busy_gpu_seconds, "
         "sum(busy_gpu_seconds) / nullif(sum(measured_gpu_seconds), 0) AS busy_share "
-        f"FROM gpu_usage_hourly WHERE day >= $first AND day < $end AND {_scope()} "
+        f"FROM {identities} WHERE day >= $first AND day < $end AND {_scope()} "
         "GROUP BY ALL ORDER BY bucket, grp",
         _scoped(first=first, end=end, grain=_grain(grain)),
     )
@@ -448,12 +471,13 @@ def daily_allocated_fractions(first: date, end: date, group: str) -> pl.DataFram
 def node_heatmap(first: date, end: date, grain: str) -> pl.DataFrame:
     """Allocated and busy fraction of each node's capacity per time bucket (cluster-wide)."""
     _cluster_wide()
+    bucket, nodes, _identities = _usage_source(first, end, grain)
     return query(
-        "SELECT node, date_trunc($grain, hour) AS bucket, "
+        f"SELECT node, {bucket} AS bucket, "
         "sum(allocated_gpu_seconds) / nullif(sum(capacity_gpu_seconds), 0) "
         "AS allocated_fraction, "
         "sum(busy_gpu_seconds) / nullif(sum(capacity_gpu_seconds), 0) AS busy_fraction "
-        "FROM node_usage_hourly WHERE day >= $first AND day < $end "
+        f"FROM {nodes} WHERE day >= $first AND day < $end "
         "GROUP BY ALL ORDER BY node, bucket",
         {"first": first, "end": end, "grain": _grain(grain)},
     )
@@ -469,6 +493,12 @@ WAIT_BUCKETS = (
 _BUCKETS_SQL = "(VALUES " + ", ".join(
     f"({i}, {lo}, {hi}, '{label}')" for i, (lo, hi, label) in enumerate(WAIT_BUCKETS)
 ) + ") AS b(bucket_index, lower_s, upper_s, bucket)"
+# each wait's bucket by one CASE (a join on lower <= wait < upper costs a range join per row);
+# waits outside every bucket get NULL and are left out, as the join left them out
+_BUCKET_INDEX_SQL = "CASE " + " ".join(
+    f"WHEN w.wait_s >= {lo} AND w.wait_s < {hi} THEN {i}"
+    for i, (lo, hi, _label) in enumerate(WAIT_BUCKETS)
+) + " END"
 
 # A restricted viewer sees the waits of their own jobs and pods only: the run or workload must
 # have a ledger row of a granted cost centre. Its pieces start no earlier than the run itself.
@@ -523,10 +553,11 @@ def _waits(source: str) -> str:
 def wait_histogram(source: str, first: date, end: date) -> pl.DataFrame:
     """Count of waits per histogram bucket and group (partition / ClusterQueue)."""
     return query(
-        f"WITH w AS ({_waits(source)}) SELECT w.grp, b.bucket_index, b.bucket, "
-        f"count(*) AS waits FROM w JOIN {_BUCKETS_SQL} "
-        "ON w.wait_s >= b.lower_s AND w.wait_s < b.upper_s "
-        "GROUP BY ALL ORDER BY w.grp, b.bucket_index",
+        f"WITH w AS ({_waits(source)}), counted AS (SELECT w.grp, {_BUCKET_INDEX_SQL} "
+        "AS bucket_index, count(*) AS waits FROM w GROUP BY ALL) "
+        "SELECT c.grp, b.bucket_index, b.bucket, c.waits "
+        f"FROM counted AS c JOIN {_BUCKETS_SQL} USING (bucket_index) "
+        "ORDER BY c.grp, b.bucket_index",
         _scoped(first=first, end=end),
     )
 
@@ -551,15 +582,17 @@ def wait_overall(source: str, first: date, end: date) -> dict[str, object]:
     ).row(0, named=True)
 
 
-def kueue_admission_wait_hourly(first: date, end: date) -> pl.DataFrame:
-    """Kueue's own admission-wait metric: admissions and mean wait per hour and ClusterQueue."""
+def kueue_admission_wait(first: date, end: date, grain: str) -> pl.DataFrame:
+    """Kueue's own admission-wait metric: admissions and mean wait per time bucket (hour or
+    day, like the other charts: a year of hours is too many points to draw) and ClusterQueue."""
     _cluster_wide()
     return query(
-        "SELECT window_start AS hour, cluster_queue, sum(count) AS admissions, "
+        "SELECT date_trunc($grain, window_start) AS bucket, cluster_queue, "
+        "sum(count) AS admissions, "
         "sum(sum_seconds) / nullif(sum(count), 0) AS mean_wait_s FROM kueue_admission_wait "
         "WHERE window_start >= $first AND window_start < $end AND count > 0 "
-        "GROUP BY ALL ORDER BY hour, cluster_queue",
-        {"first": first, "end": end},
+        "GROUP BY ALL ORDER BY bucket, cluster_queue",
+        {"first": first, "end": end, "grain": _grain(grain)},
     )
 
 

@@ -18,7 +18,7 @@ from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import MetricsSource, PrometheusConfig, PrometheusHttpSource
 from connectors.kubernetes.workload_api import fetch_workload_snapshot
 from connectors.slurm.commands import CommandRunner
-from gpuledger import k8s_ingest, service, slurm_ingest
+from gpuledger import k8s_ingest, scontrol_ingest, service, slurm_ingest
 from gpuledger.config import Settings, load_settings
 from gpuledger.progress import Progress
 from gpuledger.simulate.cli_args import add_arguments as add_simulate_arguments
@@ -30,6 +30,7 @@ from models.runner import connect, publish_snapshot
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+BUILD_CHUNK_DAYS = 7
 
 
 
@@ -88,6 +89,9 @@ def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
                     accounts.read_text(encoding="utf-8"), source=str(util.parent))
                 print(f"sreport: {rows[0]} utilization rows, {rows[1]} account rows",
                       file=sys.stderr)
+        # `scontrol show job -d` snapshots, where a site collected them (docs/slurm.md)
+        for snapshot in sorted((world_dir / "slurm").glob("scontrol-*.txt")):
+            print(scontrol_ingest.import_scontrol_file(con, snapshot).summary(), file=sys.stderr)
         if metrics is not None:
             number += 1
             print(f"[{number}/{total}] loading Kubernetes metrics ({metrics.name}) and Workload "
@@ -148,6 +152,17 @@ def cmd_import_sacct(args: argparse.Namespace, settings: Settings) -> int:
         result = slurm_ingest.import_sacct_file(
             con, Path(args.file), delimiter=args.delimiter, timezone=args.timezone,
             observed_until=_parse_time(args.as_of) if args.as_of else None,
+        )
+        publish_snapshot(con, settings.db)
+    print(result.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_import_scontrol(args: argparse.Namespace, settings: Settings) -> int:
+    with connect(settings.db) as con:
+        result = scontrol_ingest.import_scontrol_file(
+            con, Path(args.file), timezone=args.timezone,
+            observed_at=_parse_time(args.observed_at) if args.observed_at else None,
         )
         publish_snapshot(con, settings.db)
     print(result.summary(), file=sys.stderr)
@@ -256,14 +271,21 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_OK
         days = (last - first).days + 1
         print(f"building {days} day(s) {first} .. {last}", file=sys.stderr)
-        rows = build.build_allocations(con, first, last)
-        print(f"allocations: {rows} rows", file=sys.stderr)
-        print(f"gpu_usage_hourly: {build.build_gpu_usage_hourly(con, first, last)} rows",
-              file=sys.stderr)
-        lines = build.build_chargeback(con, first, last)
-        print(f"chargeback: {lines} invoice lines (day, week, month)", file=sys.stderr)
-        print(build_incidents(con, first, last, idle_threshold=args.idle_threshold,
-                              idle_min_minutes=args.idle_min_minutes).summary(), file=sys.stderr)
+        # a week at a time: bounded memory on a year's backfill, and a progress bar to watch
+        chunks = [(a, min(a + timedelta(days=BUILD_CHUNK_DAYS - 1), last))
+                  for a in (first + timedelta(days=d) for d in range(0, days, BUILD_CHUNK_DAYS))]
+        progress = Progress(len(chunks), "weeks" if len(chunks) > 1 else "week")
+        for a, b in chunks:
+            progress.start(f"build {a} .. {b}")
+            rows = build.build_allocations(con, a, b)
+            hourly = build.build_gpu_usage_hourly(con, a, b)
+            lines = build.build_chargeback(con, a, b)
+            found = build_incidents(con, a, b, idle_threshold=args.idle_threshold,
+                                    idle_min_minutes=args.idle_min_minutes)
+            progress.note(f"  allocations: {rows} rows; gpu_usage_hourly: {hourly} rows; "
+                          f"chargeback: {lines} lines (day, week, month)\n  {found.summary()}")
+            progress.advance()
+        progress.finish()
         publish_snapshot(con, settings.db)
     return EXIT_OK
 
@@ -325,6 +347,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as-of", help="when the dump was taken: runs still going are charged up "
                    "to here (default: the latest time in the dump)")
     p.set_defaults(handler=cmd_import_sacct)
+
+    p = sub.add_parser("import-scontrol", help="load an `scontrol show job -d` snapshot: the "
+                       "GPU indices Slurm gave each job")
+    p.add_argument("file")
+    p.add_argument("--timezone", default="UTC",
+                   help="IANA zone scontrol printed naive times in (default UTC; epoch times "
+                   "need none)")
+    p.add_argument("--observed-at", help="when the snapshot was taken (default: read from it, "
+                   "StartTime + RunTime of its running jobs)")
+    p.set_defaults(handler=cmd_import_scontrol)
 
     p = sub.add_parser("import-workloads", help="load a kubectl Workload snapshot (JSON)")
     p.add_argument("file")

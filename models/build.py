@@ -64,6 +64,8 @@ USAGE_TABLES = (
     ("allocation_usage_hourly", "gpu_usage_hourly_allocations"),
     ("gpu_usage_hourly", "gpu_usage_hourly"),
     ("node_usage_hourly", "node_usage_hourly"),
+    ("gpu_usage_daily", "gpu_usage_daily"),
+    ("node_usage_daily", "node_usage_daily"),
 )
 
 # A reading's span is at most an hour: one hour of readings on each side of the days is enough.
@@ -88,9 +90,10 @@ def create_usage_matches(con: duckdb.DuckDBPyConnection, first_day: date, last_d
 def build_gpu_usage_hourly(
     con: duckdb.DuckDBPyConnection, first_day: date, last_day: date
 ) -> int:
-    """Rebuild ``allocation_usage_hourly``, ``gpu_usage_hourly`` and ``node_usage_hourly`` for
-    the UTC days ``first_day`` .. ``last_day`` (inclusive) from ``allocations`` and
-    ``gpu_utilization``; returns the ``gpu_usage_hourly`` rows of those days."""
+    """Rebuild ``allocation_usage_hourly``, ``gpu_usage_hourly`` and ``node_usage_hourly`` (and
+    their daily rollups ``gpu_usage_daily``, ``node_usage_daily``) for the UTC days
+    ``first_day`` .. ``last_day`` (inclusive) from ``allocations`` and ``gpu_utilization``;
+    returns the ``gpu_usage_hourly`` rows of those days."""
     end_day = last_day + timedelta(days=1)
     create_usage_matches(con, first_day, last_day)
     with transaction(con):

@@ -18,6 +18,7 @@ from datetime import date, datetime, time, timedelta
 import duckdb
 
 from models import load_sql
+from models.build import create_staging_view
 from models.runner import transaction
 
 DEFAULT_IDLE_THRESHOLD = 0.05  # busy fraction strictly below this is idle
@@ -30,6 +31,7 @@ KINDS = ("double_scheduled", "partial_gang", "idle_allocation")
 DETECTORS = (
     ("det_overcommit", "detect_node_sweep"),
     ("det_double_gpu", "detect_double_gpu"),
+    ("det_double_scontrol", "detect_double_gpu_scontrol"),
     ("det_double_node", "detect_double_node"),
     ("det_double", "detect_double_scheduled"),
     ("det_gang", "detect_partial_gang"),
@@ -115,6 +117,7 @@ def build_incidents(
         "idle_min_seconds": float(idle_min_minutes) * 60,
         "gang_grace_seconds": float(gang_grace_seconds),
     }
+    create_staging_view(con)  # bridge_pairs reads the pods' uncut intervals
     for temp, model in DETECTORS:
         _run(con, f"CREATE OR REPLACE TEMP TABLE {temp} AS {load_sql(model)}", values)
     with transaction(con):

@@ -250,6 +250,26 @@ SLURM_NODE_ALLOCATIONS = Table(
     doc="One row per (run, node): the GPUs a run held on each node (even split of AllocTRES).",
 )
 
+SLURM_GPU_INDICES = Table(
+    "slurm_gpu_indices",
+    (
+        ("job_id", "VARCHAR"),
+        ("job_id_raw", "BIGINT"),
+        ("node", "VARCHAR"),
+        ("gpu_index", "BIGINT"),
+        ("gpu_model", "VARCHAR"),
+        ("start", "TIMESTAMP"),
+        ("end", "TIMESTAMP"),
+        ("state", "VARCHAR"),
+        ("observed_at", "TIMESTAMP"),
+        ("source_file", "VARCHAR"),
+        ("line_no", "BIGINT"),
+    ),
+    key=("job_id_raw", "node", "gpu_index", "observed_at"),
+    doc="Which GPUs Slurm gave a job: one row per (job, node, GPU index) per `scontrol show job "
+    "-d` snapshot (observed_at); the index maps to a UUID through nodes (node, gpu_index).",
+)
+
 SREPORT_UTILIZATION = Table(
     "sreport_utilization",
     (
@@ -751,6 +771,46 @@ NODE_USAGE_HOURLY = Table(
     "dcgm-exporter measured busy on the node's GPUs, whoever held them.",
 )
 
+# Daily rollups of the two above, rebuilt with them (same days, same transaction): the
+# dashboards read them for ranges drawn per day.
+NODE_USAGE_DAILY = Table(
+    "node_usage_daily",
+    (
+        ("day", "DATE"),
+        ("cluster", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("pool", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),
+        ("capacity_gpu_seconds", "BIGINT"),
+        ("allocated_gpu_seconds", "BIGINT"),
+        ("slurm_gpu_seconds", "BIGINT"),
+        ("kubernetes_gpu_seconds", "BIGINT"),
+        ("unallocated_gpu_seconds", "BIGINT"),
+        ("measured_gpu_seconds", "DECIMAL(18,6)"),
+        ("busy_gpu_seconds", "DECIMAL(18,6)"),
+    ),
+    key=("day", "node"),
+    doc="node_usage_hourly summed per node and UTC day.",
+)
+
+GPU_USAGE_DAILY = Table(
+    "gpu_usage_daily",
+    (
+        ("day", "DATE"),
+        ("domain", "VARCHAR"),
+        ("cluster", "VARCHAR"),
+        ("pool", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),
+        ("person", "VARCHAR"),
+        ("team", "VARCHAR"),
+        ("cost_centre", "VARCHAR"),
+        *_USAGE_COLUMNS,
+    ),
+    key=("day", "domain", "cluster", "pool", "gpu_model", "person", "team", "cost_centre"),
+    doc="gpu_usage_hourly summed per UTC day, domain, cluster, pool, GPU model and owner (over "
+    "hours and nodes; no allocation count, which would count a job once per hour).",
+)
+
 # --- detectors (models/incidents.py, models/sql/detect_*.sql, bridge_pairs.sql) ---
 
 INCIDENTS = Table(
@@ -824,10 +884,13 @@ ALL_TABLES: tuple[Table, ...] = (
     ALLOCATION_USAGE_HOURLY,
     GPU_USAGE_HOURLY,
     NODE_USAGE_HOURLY,
+    GPU_USAGE_DAILY,
+    NODE_USAGE_DAILY,
     REJECTS,
     SLURM_RUNS,
     SLURM_STEPS,
     SLURM_NODE_ALLOCATIONS,
+    SLURM_GPU_INDICES,
     SREPORT_UTILIZATION,
     SREPORT_ACCOUNT_USAGE,
     INGEST_RUNS,

@@ -139,5 +139,20 @@ SREPORT_ACCOUNT_USER_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+#: ``scontrol show job -d``: one row per (job, node, GPU index) Slurm gave the job, per snapshot.
+SCONTROL_GPU_INDICES_SCHEMA: dict[str, pl.DataType] = {
+    "job_id": pl.String(),  # as sacct prints it: 123, 123_4, 123+1
+    "job_id_raw": pl.Int64(),  # scontrol's JobId (sacct's JobIDRaw)
+    "node": pl.String(),
+    "gpu_index": pl.Int64(),  # Slurm's GRES index on the node (IDX:…)
+    "gpu_model": pl.String(),  # the GRES type (gpu:a100:2 → a100); null when untyped
+    "start": TS,
+    "end": TS,  # null unless the job has ended (a running job's EndTime is its time limit)
+    "state": pl.String(),  # JobState: RUNNING, COMPLETING, …
+    "observed_at": TS,  # when the snapshot was taken
+    "source_file": pl.String(),
+    "line_no": pl.Int64(),  # the `Nodes=… GRES=…` line, 1-based
+}
+
 def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)

@@ -137,13 +137,13 @@ with cols[1]:
     st.caption("Workloads evicted and admitted again are left out: their condition shows only "
                "the latest admission.")
 if not restricted:
-    metric = data.kueue_admission_wait_hourly(start, end)
+    metric = data.kueue_admission_wait(start, end, grain)
     if not metric.is_empty():
-        st.markdown("**Kueue's admission-wait metric: mean wait per hour (minutes)**")
+        st.markdown(f"**Kueue's admission-wait metric: mean wait per {grain} (minutes)**")
         figure = charts.bubbles(
-            metric.with_columns(pl.col("mean_wait_s") / 60), x="hour", y="mean_wait_s",
+            metric.with_columns(pl.col("mean_wait_s") / 60), x="bucket", y="mean_wait_s",
             size="admissions", color="cluster_queue",
-            labels={"hour": "UTC", "mean_wait_s": "mean wait (min)", "cluster_queue": ""},
+            labels={"bucket": "UTC", "mean_wait_s": "mean wait (min)", "cluster_queue": ""},
         )
         figure.update_layout(height=280, margin={"t": 10, "b": 10})
         st.plotly_chart(figure, width="stretch")

@@ -3,8 +3,8 @@
 --   runs that started on the UTC days [$first_day, $last_day]. The pair is one workload: charged
 --   once, in the kubernetes domain, to the pod's owner; never a double-scheduling conflict.
 -- Parameters: $first_day, $last_day (DATE, inclusive).
--- The pod is looked up by namespace and name in the ledger (allocations, kubernetes domain; its
---   uid, node, interval and owner); matched is false when the ledger has no such pod (then the
+-- The pod is looked up by namespace and name in the staged allocations (view stg_allocations,
+--   models/build.py: its uid, node and whole interval) and its owner in allocations; matched is false when the ledger has no such pod (then the
 --   representative job's GPUs are not charged to anyone: worth a look).
 WITH bridge_runs AS (
     SELECT
@@ -25,18 +25,28 @@ named AS (
 ),
 
 pods AS (
-    -- the pod's ledger pieces, joined into one interval per uid and node
+    -- the pod's whole interval per uid and node from the staged (uncut) allocations, so a pair
+    -- does not depend on which days were built in the same pass; its owner from the ledger
     SELECT
-        cluster, k8s_namespace AS namespace, name AS pod, source_key AS pod_uid, node,
-        min(start_ts) AS pod_start, max(end_ts) AS pod_end, max(gpus) AS pod_gpus,
-        arg_min(day, start_ts) AS first_day,
-        arg_min(person, start_ts) AS person,
-        arg_min(team, start_ts) AS team,
-        arg_min(cost_centre, start_ts) AS cost_centre
-    FROM allocations
-    WHERE domain = 'kubernetes'
-      AND (k8s_namespace, name) IN (SELECT (namespace, pod) FROM named)
-    GROUP BY cluster, k8s_namespace, name, source_key, node
+        s.cluster, s.k8s_namespace AS namespace, s.name AS pod, s.source_key AS pod_uid, s.node,
+        min(s.start_ts) AS pod_start, max(s.end_ts) AS pod_end, max(s.gpus) AS pod_gpus,
+        any_value(o.first_day) AS first_day,
+        any_value(o.person) AS person,
+        any_value(o.team) AS team,
+        any_value(o.cost_centre) AS cost_centre
+    FROM stg_allocations AS s
+    LEFT JOIN (
+        SELECT
+            source_key, node, arg_min(day, start_ts) AS first_day,
+            arg_min(person, start_ts) AS person, arg_min(team, start_ts) AS team,
+            arg_min(cost_centre, start_ts) AS cost_centre
+        FROM allocations
+        WHERE domain = 'kubernetes'
+        GROUP BY source_key, node
+    ) AS o ON o.source_key = s.source_key AND o.node = s.node
+    WHERE s.domain = 'kubernetes'
+      AND (s.k8s_namespace, s.name) IN (SELECT (namespace, pod) FROM named)
+    GROUP BY s.cluster, s.k8s_namespace, s.name, s.source_key, s.node
 )
 
 SELECT

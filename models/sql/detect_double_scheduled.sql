@@ -1,17 +1,46 @@
 -- detect_double_scheduled
 -- Grain: one row per double-scheduling incident: a (node, Slurm run, pod) whose allocations
 --   overlapped on the same GPUs. GPU-level evidence (det_double_gpu: dcgm-exporter showed both
---   holders on one GPU) and node-level evidence (det_double_node: the node was overcommitted while
---   both ran) of the same pair are merged into one row with the stronger level ('gpu').
--- Parameters: none; reads the temp tables det_double_gpu (detect_double_gpu.sql) and
---   det_double_node (detect_double_node.sql), and allocations.
+--   holders on one GPU; det_double_scontrol: Slurm's GPU indices for the run, from `scontrol show
+--   job -d` snapshots, include GPUs of the pod) and node-level evidence (det_double_node: the node
+--   was overcommitted while both ran) of the same pair are merged into one row with the stronger
+--   level ('gpu').
+-- Parameters: none; reads the temp tables det_double_gpu (detect_double_gpu.sql),
+--   det_double_scontrol (detect_double_gpu_scontrol.sql) and det_double_node
+--   (detect_double_node.sql), and allocations.
 -- Columns: the candidate layout of detect_incidents.sql.
--- gpu_seconds: GPU level: GPUs seen with both holders x the two ledger intervals' common
---   seconds; node level: the node's excess GPU-seconds shared by the pair (detect_double_node).
+-- gpu_seconds: GPU level: the GPUs both held (seen by dcgm-exporter with both holders, or named
+--   by Slurm's indices and the pod's labels; the union when both) x the two ledger intervals'
+--   common seconds; node level: the node's excess GPU-seconds shared by the pair
+--   (detect_double_node).
 -- Owners: person/team/cost_centre are the owner of the allocation that started later (the one
 --   placed onto GPUs already held), other_* the owner of the one that held them first; the rate
 --   (cost) is the later allocation's: its charge is the duplicate one (docs/detectors.md).
-WITH merged AS (
+WITH gpu_level AS (
+    -- dcgm-exporter's labels and Slurm's own GPU indices for one pair are one GPU-level row
+    SELECT
+        coalesce(d.cluster, s.cluster) AS cluster,
+        coalesce(d.node, s.node) AS node,
+        coalesce(d.slurm_key, s.slurm_key) AS slurm_key,
+        coalesce(d.k8s_key, s.k8s_key) AS k8s_key,
+        list_sort(list_distinct(list_concat(coalesce(d.gpu_uuids, []),
+                                            coalesce(s.gpu_uuids, [])))) AS gpu_uuids,
+        coalesce(d.overlap_start, s.overlap_start) AS overlap_start,
+        coalesce(d.overlap_end, s.overlap_end) AS overlap_end,
+        coalesce(d.overlap_seconds, s.overlap_seconds) AS overlap_seconds,
+        d.gpu_uuids AS dcgm_gpu_uuids, d.buckets, d.first_bucket, d.last_bucket,
+        d.first_gpu_uuid, d.hpc_job,
+        coalesce(d.namespace, s.namespace) AS namespace,
+        coalesce(d.pod, s.pod) AS pod,
+        s.job_id_raw AS sc_job_id_raw, s.gpu_indices AS sc_gpu_indices,
+        s.first_gpu_index AS sc_gpu_index, s.first_observed_at AS sc_observed_at,
+        s.source_file AS sc_source_file, s.line_no AS sc_line_no, s.snapshots AS sc_snapshots
+    FROM det_double_gpu AS d
+    FULL OUTER JOIN det_double_scontrol AS s
+        ON s.node = d.node AND s.slurm_key = d.slurm_key AND s.k8s_key = d.k8s_key
+),
+
+merged AS (
     SELECT
         coalesce(g.cluster, n.cluster) AS cluster,
         coalesce(g.node, n.node) AS node,
@@ -23,10 +52,11 @@ WITH merged AS (
         coalesce(len(g.gpu_uuids) * g.overlap_seconds, n.gpu_seconds) AS gpu_seconds,
         g.gpu_uuids,
         g.buckets, g.first_bucket, g.last_bucket, g.first_gpu_uuid, g.hpc_job, g.namespace,
-        g.pod,
+        g.pod, g.dcgm_gpu_uuids, g.sc_job_id_raw, g.sc_gpu_indices, g.sc_gpu_index,
+        g.sc_observed_at, g.sc_source_file, g.sc_line_no, g.sc_snapshots,
         n.overcommitted_seconds, n.max_excess_gpus, n.capacity_gpus, n.segments,
         n.first_from_ts, n.first_to_ts
-    FROM det_double_gpu AS g
+    FROM gpu_level AS g
     FULL OUTER JOIN det_double_node AS n
         ON n.cluster = g.cluster AND n.node = g.node AND n.slurm_key = g.slurm_key
         AND n.k8s_key = g.k8s_key
@@ -104,15 +134,24 @@ final AS (
             || ' for ' || round(date_diff('second', start_ts, end_ts) / 60.0, 1) || ' min; '
             || CASE WHEN k_first >= s_first THEN 'the pod started on GPUs the job held'
                 ELSE 'the job started on GPUs the pod held' END AS detail,
-        CASE WHEN evidence_level = 'gpu'
+        CASE WHEN buckets IS NOT NULL
             THEN 'gpu_utilization{cluster=' || cluster || ',gpu_uuid=' || first_gpu_uuid
                 || ',bucket_start=' || strftime(first_bucket, '%Y-%m-%d %H:%M:%S')
                 || ',hpc_job=' || hpc_job || '} with gpu_utilization{cluster=' || cluster
                 || ',gpu_uuid=' || first_gpu_uuid || ',bucket_start='
                 || strftime(first_bucket, '%Y-%m-%d %H:%M:%S') || ',namespace=' || namespace
                 || ',pod=' || pod || '}: first of ' || buckets
-                || ' minute(s) with both holders on ' || len(gpu_uuids) || ' GPU(s), last '
+                || ' minute(s) with both holders on ' || len(dcgm_gpu_uuids) || ' GPU(s), last '
                 || strftime(last_bucket, '%Y-%m-%d %H:%M:%S') || '; '
+            ELSE ''
+        END
+        || CASE WHEN sc_observed_at IS NOT NULL
+            THEN 'slurm_gpu_indices{job_id_raw=' || sc_job_id_raw || ',node=' || node
+                || ',gpu_index=' || sc_gpu_index || ',observed_at='
+                || strftime(sc_observed_at, '%Y-%m-%d %H:%M:%S') || '}: first of '
+                || coalesce(sc_snapshots, 1) || ' scontrol snapshot(s) (' || sc_source_file
+                || ' line ' || sc_line_no || ') giving the job GPU index(es) '
+                || array_to_string(sc_gpu_indices, ' ') || ' that the pod held too; '
             ELSE ''
         END
         || CASE WHEN overcommitted_seconds IS NOT NULL

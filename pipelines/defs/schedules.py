@@ -7,7 +7,8 @@ import dagster as dg
 # incidents.
 daily_ingest = dg.define_asset_job(
     "daily_ingest",
-    selection=dg.AssetSelection.groups("slurm", "kubernetes", "kubernetes_metrics", "accounting", "detectors"),
+    selection=dg.AssetSelection.groups(
+        "slurm", "kubernetes", "kubernetes_metrics", "accounting", "detectors"),
 )
 
 # Weekly close: the ISO week's invoice lines and then its report (reports/<YYYY-Www>/),

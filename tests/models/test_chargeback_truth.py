@@ -169,3 +169,20 @@ def test_chargeback_sums_to_the_billed_total_without_double_counting(ledger):
             "GROUP BY 1").fetchall())
     assert ours_slurm == dict(slurm)
 
+
+
+def test_hourly_invariants_hold_on_every_world(ledger):
+    """Per hour: sum over identities == sum over nodes == the ledger's allocated time, and busy
+    <= measured <= allocated (the asset checks' queries, on the sample world and fresh seeds)."""
+    from models import load_sql
+
+    world, db = ledger
+    window = json.loads((world / "world.json").read_text())["window"]
+    days = {"first_day": date.fromisoformat(window["start"][:10]),
+            "end_day": date.fromisoformat(window["end"][:10])}
+    with read_snapshot(db) as con:
+        hours = con.execute("SELECT count(DISTINCT hour) FROM gpu_usage_hourly").fetchone()[0]
+        for check in ("gpu_usage_hourly_check_totals", "gpu_usage_hourly_check_measured"):
+            offending = con.sql(load_sql(check), params=days).fetchall()
+            assert offending == [], (check, offending[:5])
+    assert hours >= 24 * 3

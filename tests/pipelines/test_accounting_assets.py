@@ -77,6 +77,11 @@ def _evaluations(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEv
     return {e.check_name: e for e in result.get_asset_check_evaluations()}
 
 
+def _hourly_checks(db: Path) -> dict[str, dg.AssetCheckEvaluation]:
+    """Materialize gpu_usage_hourly for DAY again: its checks' evaluations by name."""
+    return _evaluations(_run(db, dg.AssetSelection.assets(ASSET)))
+
+
 def _dump(db: Path) -> dict[str, list[tuple]]:
     with duckdb.connect(str(db), read_only=True) as con:
         return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in TABLES}
@@ -108,7 +113,7 @@ def test_totals_check_fails_on_a_corrupted_row_and_names_its_hour(
     _corrupt(monkeypatch, "gpu_usage_hourly",
              "SELECT * REPLACE (allocated_gpu_seconds + CASE WHEN hour = TIMESTAMP "
              f"'{DAY} 13:00:00' THEN 7 ELSE 0 END AS allocated_gpu_seconds) FROM good")
-    evaluation = _evaluations(_run(ledger, dg.AssetSelection.assets(ASSET)))
+    evaluation = _hourly_checks(ledger)
     totals = evaluation["hourly_allocated_totals_agree"]
     assert totals.passed is False
     assert totals.severity == dg.AssetCheckSeverity.ERROR
@@ -116,8 +121,8 @@ def test_totals_check_fails_on_a_corrupted_row_and_names_its_hour(
     assert f"{DAY} 13:00:00" in totals.metadata["sample"].value
     assert evaluation["hourly_node_capacity_not_exceeded"].passed
     monkeypatch.undo()
-    assert _evaluations(_run(ledger, dg.AssetSelection.assets(ASSET)))[
-        "hourly_allocated_totals_agree"].passed  # a re-run with the right model repairs it
+    # a re-run with the right model repairs it
+    assert _hourly_checks(ledger)["hourly_allocated_totals_agree"].passed
 
 
 def test_measured_check_fails_when_busy_exceeds_measured(
@@ -127,8 +132,7 @@ def test_measured_check_fails_when_busy_exceeds_measured(
              "SELECT * REPLACE (CASE WHEN hour = TIMESTAMP "
              f"'{DAY} 09:00:00' THEN measured_gpu_seconds + 1 ELSE busy_gpu_seconds END "
              "AS busy_gpu_seconds) FROM good")
-    check = _evaluations(_run(ledger, dg.AssetSelection.assets(ASSET)))[
-        "hourly_busy_within_measured_within_allocated"]
+    check = _hourly_checks(ledger)["hourly_busy_within_measured_within_allocated"]
     assert check.passed is False
     with duckdb.connect(str(ledger), read_only=True) as con:
         rows = con.execute("SELECT count(*) FROM gpu_usage_hourly WHERE hour = ?",
@@ -148,8 +152,7 @@ def test_capacity_check_lists_over_allocated_node_hours_unless_an_incident_cover
              "SELECT * REPLACE (CASE WHEN hour = TIMESTAMP "
              f"'{hour}' AND node = '{node}' THEN 2 * capacity_gpu_seconds "
              "ELSE allocated_gpu_seconds END AS allocated_gpu_seconds) FROM good")
-    check = _evaluations(_run(ledger, dg.AssetSelection.assets(ASSET)))[
-        "hourly_node_capacity_not_exceeded"]
+    check = _hourly_checks(ledger)["hourly_node_capacity_not_exceeded"]
     assert check.passed is False
     assert check.severity == dg.AssetCheckSeverity.WARN
     assert check.metadata["offending_node_hours"].value == 1
@@ -162,7 +165,6 @@ def test_capacity_check_lists_over_allocated_node_hours_unless_an_incident_cover
         con.execute("INSERT INTO incidents BY NAME SELECT 'double_scheduled' AS kind, "
                     "? AS node, ?::TIMESTAMP + INTERVAL 10 MINUTE AS start_ts, "
                     "?::TIMESTAMP + INTERVAL 20 MINUTE AS end_ts", [node, hour, hour])
-    check = _evaluations(_run(ledger, dg.AssetSelection.assets(ASSET)))[
-        "hourly_node_capacity_not_exceeded"]
+    check = _hourly_checks(ledger)["hourly_node_capacity_not_exceeded"]
     assert check.passed, check.metadata["sample"].value
     assert check.metadata["incidents_table"].value == "read"

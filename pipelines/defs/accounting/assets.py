@@ -41,7 +41,8 @@ def allocations(context: dg.AssetExecutionContext, ledger: LedgerResource) -> dg
     description="GPU usage per UTC hour for one day: allocated GPU-seconds (exact, clipped at "
     "hour boundaries) with their dcgm-measured busy and idle parts per identity and node "
     "(gpu_usage_hourly), per allocation (allocation_usage_hourly), and node capacity, "
-    "allocated and unallocated GPU-seconds (node_usage_hourly).",
+    "allocated and unallocated GPU-seconds (node_usage_hourly); with their daily rollups "
+    "(gpu_usage_daily, node_usage_daily) that the dashboards read for long ranges.",
 )
 def gpu_usage_hourly(
     context: dg.AssetExecutionContext, ledger: LedgerResource

@@ -4,17 +4,12 @@ import dagster as dg
 import duckdb
 
 from models import load_sql
+from pipelines.defs.check_results import offending_rows_result, query_rows
 from pipelines.defs.partitions import daily_partitions
 from pipelines.defs.resources import LedgerResource
 
-SAMPLE_ROWS = 20
 # What the capacity check needs of the detectors' incidents table.
 INCIDENT_COLUMNS = {"kind", "node", "start_ts", "end_ts"}
-
-
-def _table(columns: list[str], rows: list[tuple]) -> dg.MetadataValue:
-    body = "\n".join(" | ".join(str(v) for v in row) for row in rows[:SAMPLE_ROWS])
-    return dg.MetadataValue.md(f"{' | '.join(columns)}\n{body}" if rows else "none")
 
 
 @dg.asset_check(
@@ -29,24 +24,18 @@ def unattributed_share(
     with ledger.ledger() as con:
         total = con.execute("SELECT coalesce(sum(gpu_seconds), 0) FROM allocations "
                             "WHERE day = ?", [day]).fetchone()[0]
-        rel = con.sql(
-            "SELECT domain, slurm_user, slurm_account, k8s_namespace, k8s_service_account, "
+        rows, columns = query_rows(
+            con, "SELECT domain, slurm_user, slurm_account, k8s_namespace, k8s_service_account, "
             "person, team, cost_centre, sum(gpu_seconds)::BIGINT AS gpu_seconds "
             "FROM allocations WHERE day = $day AND 'unattributed' IN (person, team, cost_centre) "
-            "GROUP BY ALL ORDER BY gpu_seconds DESC", params={"day": day})
-        rows, columns = rel.fetchall(), rel.columns
+            "GROUP BY ALL ORDER BY gpu_seconds DESC", {"day": day})
     unattributed = sum(r[-1] for r in rows)
     share = unattributed / total if total else 0.0
-    return dg.AssetCheckResult(
-        passed=not rows,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={
-            "unattributed_gpu_hours": round(unattributed / 3600, 3),
-            "share": round(share, 4),
-            "offending_rows": len(rows),
-            "sample": _table(columns, rows),
-        },
-    )
+    return offending_rows_result(rows, columns, severity=dg.AssetCheckSeverity.WARN, metadata={
+        "unattributed_gpu_hours": round(unattributed / 3600, 3),
+        "share": round(share, 4),
+        "offending_rows": len(rows),
+    })
 
 
 @dg.asset_check(
@@ -64,25 +53,26 @@ def allocations_within_node_capacity(
         tolerance = con.execute(
             "SELECT coalesce(max(scrape_interval_s), 0) FROM k8s_pod_allocations "
             "WHERE start_ts < ? + INTERVAL 1 DAY AND end_ts > ?", [day, day]).fetchone()[0]
-        rel = con.sql(load_sql("node_overcommit"),
-                      params={"day": day, "min_seconds": int(tolerance)})
-        rows, columns = rel.fetchall(), rel.columns
+        rows, columns = query_rows(con, load_sql("node_overcommit"),
+                                   {"day": day, "min_seconds": int(tolerance)})
     excess = sum(r[5] * (r[2] - r[1]).total_seconds() for r in rows)
-    return dg.AssetCheckResult(
-        passed=not rows,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={
-            "intervals": len(rows),
-            "tolerance_seconds": int(tolerance),
-            "excess_gpu_hours": round(excess / 3600, 3),
-            "sample": _table(columns, rows),
-        },
-    )
+    return offending_rows_result(rows, columns, severity=dg.AssetCheckSeverity.WARN, metadata={
+        "intervals": len(rows),
+        "tolerance_seconds": int(tolerance),
+        "excess_gpu_hours": round(excess / 3600, 3),
+    })
 
 
 def _day_params(context: dg.AssetCheckExecutionContext) -> dict:
     day = context.partition_time_window.start.date()
     return {"first_day": day, "end_day": day + timedelta(days=1)}
+
+
+def _day_rows(context: dg.AssetCheckExecutionContext, ledger: LedgerResource,
+              model: str) -> tuple[list[tuple], list[str]]:
+    """The rows the check model ``model`` finds wrong on the partition's day."""
+    with ledger.ledger() as con:
+        return query_rows(con, load_sql(model), _day_params(context))
 
 
 @dg.asset_check(
@@ -96,14 +86,8 @@ def _day_params(context: dg.AssetCheckExecutionContext) -> dict:
 def hourly_allocated_totals_agree(
     context: dg.AssetCheckExecutionContext, ledger: LedgerResource
 ) -> dg.AssetCheckResult:
-    with ledger.ledger() as con:
-        rel = con.sql(load_sql("gpu_usage_hourly_check_totals"), params=_day_params(context))
-        rows, columns = rel.fetchall(), rel.columns
-    return dg.AssetCheckResult(
-        passed=not rows,
-        severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"offending_hours": len(rows), "sample": _table(columns, rows)},
-    )
+    rows, columns = _day_rows(context, ledger, "gpu_usage_hourly_check_totals")
+    return offending_rows_result(rows, columns, metadata={"offending_hours": len(rows)})
 
 
 @dg.asset_check(
@@ -115,14 +99,8 @@ def hourly_allocated_totals_agree(
 def hourly_busy_within_measured_within_allocated(
     context: dg.AssetCheckExecutionContext, ledger: LedgerResource
 ) -> dg.AssetCheckResult:
-    with ledger.ledger() as con:
-        rel = con.sql(load_sql("gpu_usage_hourly_check_measured"), params=_day_params(context))
-        rows, columns = rel.fetchall(), rel.columns
-    return dg.AssetCheckResult(
-        passed=not rows,
-        severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"offending_rows": len(rows), "sample": _table(columns, rows)},
-    )
+    rows, columns = _day_rows(context, ledger, "gpu_usage_hourly_check_measured")
+    return offending_rows_result(rows, columns)
 
 
 def _flagged_incidents(con: duckdb.DuckDBPyConnection) -> bool:
@@ -158,18 +136,12 @@ def hourly_node_capacity_not_exceeded(
             "WHERE start_ts < ? AND end_ts > ?", [params["end_day"], params["first_day"]],
         ).fetchone()[0]
         incidents_known = _flagged_incidents(con)
-        rel = con.sql(load_sql("node_usage_hourly_check_capacity"),
-                      params={**params, "tolerance_s": int(tolerance)})
-        rows, columns = rel.fetchall(), rel.columns
+        rows, columns = query_rows(con, load_sql("node_usage_hourly_check_capacity"),
+                                   {**params, "tolerance_s": int(tolerance)})
     excess = sum(r[columns.index("excess_gpu_seconds")] for r in rows)
-    return dg.AssetCheckResult(
-        passed=not rows,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={
-            "offending_node_hours": len(rows),
-            "excess_gpu_hours": round(excess / 3600, 3),
-            "tolerance_seconds": int(tolerance),
-            "incidents_table": "read" if incidents_known else "absent: nothing excused",
-            "sample": _table(columns, rows),
-        },
-    )
+    return offending_rows_result(rows, columns, severity=dg.AssetCheckSeverity.WARN, metadata={
+        "offending_node_hours": len(rows),
+        "excess_gpu_hours": round(excess / 3600, 3),
+        "tolerance_seconds": int(tolerance),
+        "incidents_table": "read" if incidents_known else "absent: nothing excused",
+    })

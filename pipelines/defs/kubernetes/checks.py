@@ -6,6 +6,8 @@ from datetime import datetime
 import dagster as dg
 import duckdb
 
+from pipelines.defs.check_results import offending_rows_result, query_rows
+
 OVERLAP_CHECK = "no_overlapping_pod_intervals"
 CAPACITY_CHECK = "no_node_over_gpu_capacity"
 KSM_COVERAGE_CHECK = "ksm_samples_cover_the_window"
@@ -14,37 +16,19 @@ KUEUE_COVERAGE_CHECK = "kueue_samples_cover_the_window"
 KSM_WARNINGS_CHECK = "ksm_metrics_present"
 DCGM_WARNINGS_CHECK = "dcgm_metrics_present"
 KUEUE_WARNINGS_CHECK = "kueue_metrics_present"
-SAMPLE_ROWS = 20
 COVERED = 0.99  # share of the window a series must cover
 
 
 def _result(name: str, asset: str, rows: list[tuple], columns: list[str],
-            severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
-            **metadata: object) -> dg.AssetCheckResult:
-    table = "\n".join(" | ".join(str(v) for v in row) for row in rows[:SAMPLE_ROWS])
-    return dg.AssetCheckResult(
-        asset_key=asset,
-        check_name=name,
-        passed=not rows,
-        severity=severity,
-        metadata={
-            "offending_rows": len(rows),
-            "sample": dg.MetadataValue.md(f"{' | '.join(columns)}\n{table}" if rows else "none"),
-            **metadata,
-        },
-    )
-
-
-def _rows(con: duckdb.DuckDBPyConnection, sql: str,
-          params: list[object] | dict[str, object]) -> tuple[list[tuple], list[str]]:
-    rel = con.sql(sql, params=params)
-    return rel.fetchall(), rel.columns
+            severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR) -> dg.AssetCheckResult:
+    return offending_rows_result(rows, columns, severity=severity, asset_key=asset,
+                                 check_name=name)
 
 
 def no_overlapping_pod_intervals(con: duckdb.DuckDBPyConnection, cluster: str, start: datetime,
                                  end: datetime) -> dg.AssetCheckResult:
     """Two intervals of one pod uid never overlap (the merge joins touching pieces)."""
-    rows, cols = _rows(con, """
+    rows, cols = query_rows(con, """
         SELECT a.namespace, a.pod, a.uid, a.node, a.start_ts, a.end_ts, b.node AS other_node,
                b.start_ts AS other_start, b.end_ts AS other_end
         FROM k8s_pod_allocations AS a
@@ -60,7 +44,7 @@ def no_node_over_gpu_capacity(con: duckdb.DuckDBPyConnection, cluster: str, star
                               end: datetime) -> dg.AssetCheckResult:
     """At no moment do the pods bound to a node hold more GPUs than the node has (capacity from
     kube_node_status_capacity at that moment, else the inventory)."""
-    rows, cols = _rows(con, """
+    rows, cols = query_rows(con, """
         WITH pods AS (
             SELECT node, greatest(start_ts, $start) AS s, least(end_ts, $end) AS e, gpus, pod
             FROM k8s_pod_allocations
@@ -98,7 +82,7 @@ def ksm_samples_cover_the_window(con: duckdb.DuckDBPyConnection, cluster: str, s
                                  end: datetime) -> dg.AssetCheckResult:
     """Every Kubernetes GPU node has kube-state-metrics samples over the whole window
     (node capacity intervals; a gap of more than two scrapes breaks them)."""
-    rows, cols = _rows(con, """
+    rows, cols = query_rows(con, """
         WITH known AS (
             SELECT DISTINCT node FROM k8s_node_capacity WHERE cluster = $cluster
         ),
@@ -123,7 +107,7 @@ def dcgm_samples_cover_the_window(con: duckdb.DuckDBPyConnection, cluster: str, 
                                   end: datetime) -> dg.AssetCheckResult:
     """Every GPU dcgm-exporter reported has samples over the whole window (an exporter outage
     shows here, as GPU-days with less coverage)."""
-    rows, cols = _rows(con, """
+    rows, cols = query_rows(con, """
         WITH gpus AS (
             SELECT DISTINCT gpu_uuid, gpu_instance, node FROM gpu_busy_daily
             WHERE cluster = $cluster
@@ -151,7 +135,7 @@ def kueue_samples_cover_the_window(con: duckdb.DuckDBPyConnection, cluster: str,
     """Kueue was scraped throughout: hours in which kueue_pending_workloads has fewer samples
     than the scrape interval allows (beyond one) are returned -- a controller restart or a
     scrape outage."""
-    rows, cols = _rows(con, """
+    rows, cols = query_rows(con, """
         WITH hours AS (
             SELECT window_start, window_end, max(samples) AS samples
             FROM kueue_pending
@@ -170,7 +154,7 @@ def kueue_samples_cover_the_window(con: duckdb.DuckDBPyConnection, cluster: str,
 
 def _warnings(con: duckdb.DuckDBPyConnection, name: str, asset: str, components: tuple[str, ...],
               cluster: str, start: datetime, end: datetime) -> dg.AssetCheckResult:
-    rows, cols = _rows(con, f"""
+    rows, cols = query_rows(con, f"""
         SELECT component, message FROM k8s_ingest_warnings
         WHERE cluster = ? AND window_start = ? AND window_end = ?
           AND component IN ({", ".join("?" for _ in components)})
