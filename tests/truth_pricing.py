@@ -66,3 +66,30 @@ def truth_lines(world: Path, kind: str, domain: str) -> dict[Line, tuple[int, De
         line: (s, (Decimal(s) * line[-1] / 3600).quantize(CENT, rounding=ROUND_HALF_UP))
         for line, s in seconds.items()
     }
+
+
+def kubernetes_amount_bound(world: Path) -> dict[str, Decimal]:
+    """cost centre -> the most its Kubernetes amount may differ from the truth.
+
+    Pod intervals come from samples Δ apart: each end is late by less than Δ, so a pod's
+    GPU-seconds are off by less than 2 x GPUs x Δ, priced at the highest Kubernetes rate of its
+    GPU model, plus half a cent per invoice line for rounding (tests/models/test_k8s_truth.py).
+    """
+    import json
+
+    step = json.loads((world / "world.json").read_text())["scrape"]["step_seconds"]
+    card = rate_card(world)
+    top: dict[str, Decimal] = {}
+    for r in card:
+        if r["domain"] in ("", "kubernetes") and r["qos"] == "":
+            top[r["gpu_model"]] = max(top.get(r["gpu_model"], Decimal(0)), r["rate"])
+    with (world / "nodes.csv").open(newline="") as fh:
+        model = {r["node"]: r["gpu_model"] for r in csv.DictReader(fh)}
+    bound: dict[str, Decimal] = defaultdict(Decimal)
+    with (world / "truth" / "allocations.csv").open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["domain"] == "kubernetes" and r["charged"] == "true":
+                seconds = 2 * int(r["gpus"]) * step
+                bound[r["cost_centre"]] += Decimal(seconds) * top[model[r["node"]]] / 3600
+    lines = len(truth_lines(world, "week", "kubernetes"))
+    return {cc: b + CENT * lines for cc, b in bound.items()}

@@ -76,7 +76,7 @@ def test_operators_sql_on_chargeback_equals_the_priced_truth(
     from decimal import Decimal
 
     from gpuledger.cli import main
-    from tests.truth_pricing import truth_lines
+    from tests.truth_pricing import kubernetes_amount_bound, truth_lines
 
     query = "select cost_centre, sum(amount) from chargeback group by 1 order by 1"
     assert main(["--db", str(demo_ledger), "sql", query]) == 0
@@ -93,6 +93,10 @@ def test_operators_sql_on_chargeback_equals_the_priced_truth(
         for line, (_, amount) in truth_lines(SAMPLE, "week", domain).items():
             by_cc[line[1]] = by_cc.get(line[1], Decimal(0)) + amount
     assert slurm == truth["slurm"]
+    bound = kubernetes_amount_bound(SAMPLE)
+    total = sum(truth["slurm"].values()) + sum(truth["kubernetes"].values())
     for cc in set(truth["slurm"]) | set(truth["kubernetes"]):
         expected = truth["slurm"].get(cc, Decimal(0)) + truth["kubernetes"].get(cc, Decimal(0))
-        assert abs(ours[cc] - expected) <= Decimal("0.01") * truth["kubernetes"].get(cc, 0) + 1, cc
+        assert abs(ours[cc] - expected) <= bound.get(cc, Decimal(0)), cc
+    # in aggregate the Kubernetes errors mostly cancel (measured net +0.008 % of GPU-seconds)
+    assert abs(sum(ours.values()) - total) <= total * Decimal("0.005")
