@@ -372,7 +372,8 @@ def report(renders: list[Render], meta: dict, repeat: int, load_before: str,
         f"- Why tiled: for the one week, simulate {meta['simulate_s']:.0f} s, "
         f"load-world {meta['load_world_s']:.0f} s, build {meta['build_s']:.0f} s (measured "
         f"{meta['base_built_at']}); ×{meta['weeks']} ≈ {week_s * meta['weeks'] / 3600:.1f} h for a "
-        f"simulated year. Tiling and the year's chargeback took {meta['tile_s']:.0f} s.",
+        f"simulated year. Tiling and the year's chargeback and rollups took "
+        f"{meta['tile_s']:.0f} s.",
         "- Method: each page of the router rendered with Streamlit `AppTest` "
         "(`switch_page`, default filters), in one process; one uncounted render per page "
         f"first; then {repeat} rounds, pages interleaved. Cold: `st.cache_data` cleared "
