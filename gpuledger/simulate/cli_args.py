@@ -59,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="no exporter outage, Kueue restart or label drift")
     parser.add_argument("--load", type=float, default=0.7,
                         help="offered load as a share of GPU capacity (default 0.7)")
+    parser.add_argument("--scontrol-every", type=int, default=SimConfig.scontrol_every,
+                        help="seconds between `scontrol show job -d` snapshots in slurm/, "
+                             f"dividing 86400; 0: none (default {SimConfig.scontrol_every})")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -68,6 +71,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         step_seconds=args.step, metrics=not args.no_metrics, gzip_metrics=args.gzip_metrics,
         gzip_all=args.gzip, dcgm_label_style=args.dcgm_label_style,
         irregularities=not args.no_irregularities, load=args.load,
+        scontrol_every=args.scontrol_every,
     )
 
 

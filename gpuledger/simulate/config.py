@@ -45,7 +45,8 @@ class NodeCounts:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """One simulated world. ``step_seconds`` is the Prometheus scrape interval."""
+    """One simulated world. ``step_seconds`` is the Prometheus scrape interval;
+    ``scontrol_every`` the period of the ``scontrol show job -d`` snapshots (0: none)."""
 
     seed: int = 1
     days: int = 7
@@ -60,6 +61,7 @@ class SimConfig:
     load: float = 0.7
     cluster: str = "gpulab"
     sacct_timezone: str = "Europe/Berlin"
+    scontrol_every: int = 2 * HOUR
 
     def __post_init__(self) -> None:
         problems = []
@@ -70,6 +72,9 @@ class SimConfig:
                 f"expected --step to divide 3600 (15, 30, 60, 120, 300, 600 ...), "
                 f"found {self.step_seconds}"
             )
+        if self.scontrol_every < 0 or (self.scontrol_every and DAY % self.scontrol_every):
+            problems.append(f"expected --scontrol-every to be 0 or to divide 86400 (3600, "
+                            f"7200, 14400 ...), found {self.scontrol_every}")
         for pool in ("hpc", "k8s", "shared"):
             count = getattr(self.nodes, pool)
             if count < 1:

@@ -9,6 +9,7 @@ import heapq
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 
 from gpuledger.simulate.arrivals import merge
@@ -23,6 +24,7 @@ from gpuledger.simulate.planted import Planter
 from gpuledger.simulate.records import Holder
 from gpuledger.simulate.sacct_writer import SacctRow, SacctWriter
 from gpuledger.simulate.scheduling import View
+from gpuledger.simulate.scontrol_writer import SNAPSHOT_GLOB, ScontrolSnapshots
 from gpuledger.simulate.slurm_jobs import SlurmBatch, SlurmSide
 from gpuledger.simulate.sreport_writer import SreportAccumulator
 from gpuledger.simulate.timefmt import day_of, iso_z
@@ -46,6 +48,13 @@ OUTPUT_FILES = (
     "truth/allocations.csv", "truth/allocations.csv.gz", "truth/incidents.csv",
     "truth/gpu_busy_seconds.csv",
 )
+#: outputs named by time: one `scontrol show job -d` snapshot per collection
+OUTPUT_PATTERNS = (SNAPSHOT_GLOB,)
+
+
+def is_output_file(name: str) -> bool:
+    """Whether ``name`` (relative to the world folder, ``/``-separated) is a simulator output."""
+    return name in OUTPUT_FILES or any(fnmatch(name, p) for p in OUTPUT_PATTERNS)
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ class SimSummary:
     gpu_hours: dict[str, float]
     sreport: dict[str, int]
     metrics_samples: int
+    scontrol: dict[str, int] = field(default_factory=dict)  # snapshots, job blocks in them
     files: tuple[str, ...] = field(default=())
 
     def describe(self) -> str:
@@ -101,6 +111,9 @@ def _clean(out_dir: Path) -> None:
         path = out_dir / name
         if path.is_file():
             path.unlink()
+    for pattern in OUTPUT_PATTERNS:  # snapshots of an earlier window must not stay behind
+        for path in sorted(out_dir.glob(pattern)):
+            path.unlink()
 
 
 def _last_activity(plan: WorkloadPlan) -> int | None:
@@ -133,6 +146,7 @@ class _Run:
                                  self.w1, cfg.gzip_all)
         self.sreport = SreportAccumulator(self.w0, self.w1)
         self.detector = DoubleScheduleDetector(self.w0, self.w1)
+        self.scontrol = ScontrolSnapshots(out_dir, self.w0, self.w1, cfg.scontrol_every)
         self.irregular = default_irregularities(world)
         self.sweep: MetricsSweep | None = None
         if cfg.metrics:
@@ -169,6 +183,8 @@ class _Run:
         if batch.records:
             self.slurm_jobs += batch.jobs
         self.slurm_started += batch.runs
+        for plan in batch.plans:
+            self.scontrol.add(plan)
         for h in batch.holders:
             self.holder(h, now)
 
@@ -231,6 +247,7 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
     for arrival in merge(slurm.arrivals(), k8s.arrivals(), planter.arrivals()):
         now = arrival.time
         run.flush_sacct(now)
+        run.scontrol.flush(now)
         if run.sweep is not None:
             run.sweep.advance(now)
         while now >= next_report and next_report <= w1:
@@ -255,20 +272,23 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
         with open_output(out_dir / "truth" / "gpu_busy_seconds.csv", compress=False) as fh:
             fh.write("gpu_uuid,day,busy_seconds\n")
     run.flush_sacct(None)
+    run.scontrol.flush(None)
     run.sacct.close()
     run.workloads.close()
     incidents = run.truth.close()
     sreport = run.sreport.write(out_dir / "sreport", cfg.cluster, world.nodes)
     gpu_hours = {k: round(v / 3600, 3) for k, v in sorted(run.truth.gpu_seconds_by_domain.items())}
     files = tuple(sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*")
-                         if p.is_file() and str(p.relative_to(out_dir)) in OUTPUT_FILES))
+                         if p.is_file() and is_output_file(p.relative_to(out_dir).as_posix())))
     summary = SimSummary(
         out_dir=str(out_dir), window_start=iso_z(w0), window_end=iso_z(w1),
         gpus=sum(n.gpu_count for n in world.nodes), slurm_jobs=run.slurm_jobs,
         slurm_records_started=run.slurm_started, sacct_rows=run.sacct.rows, pods=run.pods,
         workloads=run.workloads.items, allocations=run.truth.allocation_rows,
         incidents=dict(sorted(incidents.items())), gpu_hours=gpu_hours, sreport=sreport,
-        metrics_samples=samples, files=(*files, "world.json"),
+        metrics_samples=samples,
+        scontrol={"snapshots": run.scontrol.files, "job_blocks": run.scontrol.job_blocks},
+        files=(*files, "world.json"),
     )
     write_world_json(world, run.irregular, planter.record, asdict(summary), out_dir)
     say(summary.describe())

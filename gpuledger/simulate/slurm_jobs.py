@@ -7,7 +7,7 @@ the way Slurm 22.05 records it (see tests/fixtures/real_slurm).
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gpuledger.simulate.arrivals import Arrival, merge, poisson
 from gpuledger.simulate.config import HOUR, MINUTE
@@ -34,12 +34,14 @@ class SlurmBatch:
 
     records: list[tuple[int, tuple[SacctRow, ...]]]
     holders: list[Holder]
+    plans: list[RecordPlan] = field(default_factory=list)  # every record, for scontrol
     jobs: int = 0  # distinct job ids printed
     runs: int = 0  # records that started inside the window
 
     def add(self, plan: RecordPlan, w0: int, w1: int, cluster: str,
             order_time: int | None = None) -> None:
         out = emit(plan, w0, w1, cluster)
+        self.plans.append(plan)
         if out.rows:
             self.records.append((plan.submit if order_time is None else order_time, out.rows))
         self.holders.extend(out.holders)
@@ -365,6 +367,7 @@ class SlurmSide:
             base, submit=requeued_at, eligible=eligible, start=start2, end=end2,
             state="COMPLETED", placements=tuple(placements2), flags=_flags(eligible, start2),
             steps=steps, outcome="completed", reason="BeginTime", pending_reason="BeginTime",
+            restarts=1,
         ), self.w0, self.w1, self.cluster)
         batch.jobs += 1
 

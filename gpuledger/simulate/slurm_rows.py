@@ -85,6 +85,7 @@ class RecordPlan:
     charged: bool = True
     outcome: str = "completed"
     source_key: str = ""  # defaults to job_id
+    restarts: int = 0  # requeues before this run (scontrol's Restarts=)
 
 
 @dataclass(frozen=True)

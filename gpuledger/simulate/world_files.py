@@ -71,6 +71,8 @@ def command_line(cfg: SimConfig, out: str) -> str:
         parts.append("--no-irregularities")
     if cfg.load != SimConfig.load:
         parts.append(f"--load {cfg.load}")
+    if cfg.scontrol_every != SimConfig.scontrol_every:
+        parts.append(f"--scontrol-every {cfg.scontrol_every}")
     return " ".join(parts)
 
 
@@ -98,7 +100,7 @@ def write_world_json(world: World, irr: Irregularities, plantings: Plantings,
             "nodes": asdict(cfg.nodes), "step_seconds": cfg.step_seconds,
             "metrics": cfg.metrics, "gzip_metrics": cfg.gzip_om, "gzip_all": cfg.gzip_all,
             "dcgm_label_style": cfg.dcgm_label_style, "irregularities": cfg.irregularities,
-            "load": cfg.load,
+            "load": cfg.load, "scontrol_every": cfg.scontrol_every,
         },
         "cluster": cfg.cluster,
         "window": {"start": iso_z(w0), "end": iso_z(w1)},
@@ -175,6 +177,10 @@ def write_world_json(world: World, irr: Irregularities, plantings: Plantings,
             "sacct_P": f"TZ={cfg.sacct_timezone} sacct --allusers --duplicates --parsable2 "
                        "--noconvert --starttime=... --endtime=... "
                        "--format=JobID,JobIDRaw,JobName,...",
+            "scontrol_snapshots": "TZ=UTC SLURM_TIME_FORMAT=%s scontrol --all --details show "
+                                  "job, every scontrol_every seconds from the window start, "
+                                  "RUNNING jobs holding GPUs only: "
+                                  "slurm/scontrol-YYYYMMDDTHHMMSSZ.txt",
             "sreport_utilization": "TZ=UTC sreport -P -t seconds -T gres/gpu cluster "
                                    f"utilization start={iso_utc(w0)} end={iso_utc(w1)}",
             "sreport_account_by_user": "TZ=UTC sreport -P -t seconds -T gres/gpu cluster "
