@@ -609,6 +609,9 @@ _OWNERS = {
     "cost_centre": ("person", "team", "cost_centre"),
     "other_cost_centre": ("other_person", "other_team", "other_cost_centre"),
 }
+# columns that name both holders of a double-scheduled GPU ("job 24245 (dave) and pod ...
+# (heidi)"): shown only when every owner of the incident is granted to the viewer
+_BOTH_OWNERS = ("slurm_job", "k8s_workload", "detail", "evidence")
 
 
 def incidents_available() -> bool:
@@ -630,18 +633,23 @@ def _incident_select() -> str:
         column: f"CASE WHEN {_scope(owner)} THEN {column} END AS {column}"
         for owner, columns in _OWNERS.items() if owner in present for column in columns
     }
+    every_owner = _scope() + (
+        f" AND (other_cost_centre IS NULL OR {_scope('other_cost_centre')})"
+        if "other_cost_centre" in present else "")
+    masked |= {column: f"CASE WHEN {every_owner} THEN {column} END AS {column}"
+               for column in _BOTH_OWNERS}
     return ", ".join(
         masked.get(c, c) if c in present else f"NULL AS {c}" for c in INCIDENT_COLUMNS
     )
 
 
 def incidents_by_day(first: date, end: date) -> pl.DataFrame:
-    """Incidents, wasted GPU-hours and cost per day and kind."""
+    """Incidents, wasted GPU-hours and cost per day, kind and currency (never added up)."""
     return query(
-        "SELECT day, kind, count(*) AS incidents, sum(gpu_seconds) / 3600.0 AS gpu_hours, "
-        "sum(cost) AS cost FROM incidents "
+        "SELECT day, kind, currency, count(*) AS incidents, "
+        "sum(gpu_seconds) / 3600.0 AS gpu_hours, sum(cost) AS cost FROM incidents "
         f"WHERE day >= $first AND day < $end AND {_incident_scope()} "
-        "GROUP BY ALL ORDER BY day, kind",
+        "GROUP BY ALL ORDER BY day, kind, currency",
         _scoped(first=first, end=end),
     )
 

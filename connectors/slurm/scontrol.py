@@ -57,9 +57,9 @@ FINISHED_STATES = frozenset({
     "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED",
 })  # fmt: skip
 
-_NODE_LINE = re.compile(
-    r"^Nodes=(?P<nodes>\S+)(?: .*?)?(?: (?P<key>GRES|GRES_IDX)=(?P<gres>\S*))?$"
-)
+_NODE_LINE = re.compile(r"^Nodes=(?P<nodes>\S+)(?: |$)")
+# GRES= (or 22.05's older GRES_IDX=) anywhere after Nodes=: a later release may print more fields
+_NODE_GRES = re.compile(r" (?P<key>GRES|GRES_IDX)=(?P<gres>\S*)")
 _GRES_ENTRY = re.compile(
     r"^(?P<name>[A-Za-z0-9_]+)(?::(?P<mid>[^():,]+(?::[^():,]+)?))?"
     r"(?:\((?P<kind>IDX|CNT):(?P<spec>[^()]*)\))?$"
@@ -270,8 +270,9 @@ def _node_line(no: int, line: str, stripped: str) -> list[tuple[int, str, int, s
     if m is None:
         raise _BadBlock(no, "Nodes", "expected '  Nodes=HOSTLIST CPU_IDs=… Mem=… GRES=…', "
                         f"found {stripped!r}", line)  # fmt: skip
-    gres = m.group("gres") or ""
-    indices = _gpu_indices(no, line, gres, m.group("key") or "GRES")
+    g = _NODE_GRES.search(stripped, m.end() - 1)
+    gres = g.group("gres") if g else ""
+    indices = _gpu_indices(no, line, gres, g.group("key") if g else "GRES")
     if not indices:
         return []
     try:
@@ -308,8 +309,10 @@ def _gpu_indices(no: int, line: str, gres: str, key: str) -> list[tuple[int, str
         if m is None:
             raise _BadBlock(no, key, "expected GRES entries like gpu:a100:2(IDX:0-1), found "
                             f"{entry!r} in {gres!r}", line)  # fmt: skip
-        if m.group("name") != "gpu" or m.group("kind") != "IDX":
-            continue  # another GRES, or a GPU count without indices: nothing to place
+        if m.group("name") != "gpu" or m.group("kind") != "IDX" or m.group("spec") == "N/A":
+            # another GRES, or GPUs without indices (CNT:, or IDX:N/A when none is bound):
+            # nothing to place, and no count to check against
+            continue
         model, count = _type_and_count(m.group("mid"))
         indices = _index_list(no, line, m.group("spec"), entry, key)
         if count is not None and count != len(indices):

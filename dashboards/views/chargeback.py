@@ -85,7 +85,9 @@ if lines.is_empty():
     st.stop()
 
 has_usage = data.chargeback_has_usage()
-amounts = lines.group_by("currency").agg(pl.col("amount").sum()).sort("currency")
+# lines without a rate have no amount (a sum over none of them would show "0.00" of no currency)
+priced = lines.filter(pl.col("amount").is_not_null())
+amounts = priced.group_by("currency").agg(pl.col("amount").sum()).sort("currency")
 unattributed = lines.filter(
     (pl.col("person") == UNATTRIBUTED) | (pl.col("cost_centre") == UNATTRIBUTED)
 )
@@ -116,7 +118,9 @@ split = cols[1].radio("Split by", list(SPLITS), horizontal=True, key="cb_split")
 by_level = totals(lines, LEVELS[level] + SPLITS[split])
 show(by_level, key="cb_totals")
 
-chart = totals(lines, ["cost_centre", "domain"]).with_columns(pl.col("amount").cast(pl.Float64))
+chart = totals(priced, ["cost_centre", "domain"]).with_columns(pl.col("amount").cast(pl.Float64))
+if chart["currency"].n_unique() > 1:  # stacked bars of two currencies would add them up
+    chart = chart.with_columns(pl.format("{} ({})", "cost_centre", "currency").alias("cost_centre"))
 figure = charts.bars(chart, x="cost_centre", y="amount", color="domain",
                      labels={"cost_centre": "cost centre", "amount": "amount"})
 figure.update_layout(height=300, margin={"t": 10, "b": 10})

@@ -28,9 +28,19 @@ def slugs(names: Iterable[str]) -> dict[str, str]:
     taken: dict[str, int] = {}
     for slug in plain.values():
         taken[slug] = taken.get(slug, 0) + 1
-    return {name: slug if taken[slug] == 1 else
-            f"{slug}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
-            for name, slug in plain.items()}
+    result = {name: slug for name, slug in plain.items() if taken[slug] == 1}
+    used = set(result.values())
+    for name, slug in plain.items():
+        if name in result:
+            continue
+        # a hashed slug may equal another name's plain slug ("cc-1-<hash>"): lengthen the hash
+        digest = hashlib.sha256(name.encode()).hexdigest()
+        size = 8
+        while f"{slug}-{digest[:size]}" in used and size < len(digest):
+            size += 1
+        result[name] = f"{slug}-{digest[:size]}"
+        used.add(result[name])
+    return result
 
 
 def csv_value(value: Any) -> str:

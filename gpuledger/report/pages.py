@@ -195,9 +195,16 @@ def hours_chart(title: str, groups: Sequence[Totals], usage: Sequence[str]) -> s
 
 
 def amount_chart(title: str, groups: Sequence[Totals]) -> str:
-    bars = [svg.Bar(t.label or "(empty)", float(sum(t.amounts.values(), Decimal(0))),
-                    text=money(t.amounts)) for t in groups]
-    return svg.bar_chart(title, sorted(bars, key=lambda b: -b.value))
+    """One chart per currency: bars of two currencies are neither added nor compared."""
+    currencies = sorted({c for t in groups for c in t.amounts})
+    charts = []
+    for currency in currencies or [""]:
+        bars = [svg.Bar(t.label or "(empty)", float(t.amounts[currency]),
+                        text=money({currency: t.amounts[currency]}))
+                for t in groups if currency in t.amounts]
+        named = f"{title} ({currency})" if len(currencies) > 1 else title
+        charts.append(svg.bar_chart(named, sorted(bars, key=lambda b: -b.value)))
+    return "".join(charts)
 
 
 def _owner(row: Row, prefix: str = "") -> str:

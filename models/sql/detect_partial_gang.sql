@@ -1,8 +1,9 @@
 -- detect_partial_gang
 -- Grain: one row per partial start of a gang: an attempt of a Kueue Workload whose pod sets need
---   N > 1 pods (pods_wanted: the pod-set counts, Job parallelism) during which only k < N of its
---   pods ran while holding GPUs, from its first pod's start until all N ran, or until the attempt
---   ended without them (evicted, e.g. PodsReadyTimeout, and requeued).
+--   N > 1 pods (pods_wanted: the pod-set counts, or the admitted count under partial
+--   admission) during which only k < N of its pods ran while holding GPUs, from its first pod's
+--   start until all N ran, or until the attempt ended without them (evicted, e.g.
+--   PodsReadyTimeout, and requeued).
 -- Parameters: $scan_first, $scan_last (DATE, inclusive: the allocation days read),
 --   $tolerance_seconds (pod starts are known to one scrape interval), $gang_grace_seconds
 --   (normal start-up: partial phases no longer than this are not incidents).
@@ -14,9 +15,19 @@
 --   ready, else the measured length minus one scrape interval.
 -- Columns: the candidate layout of detect_incidents.sql.
 WITH workloads AS (
-    SELECT uid, namespace, name, pods_wanted, admitted_at, pods_ready_at, eviction_reasons,
-           evicted_reason, requeue_count
-    FROM kueue_workloads
+    SELECT * FROM (
+        SELECT
+            uid, namespace, name, admitted_at, pods_ready_at, eviction_reasons, evicted_reason,
+            requeue_count,
+            -- partial admission (podSets[].minCount): Kueue admits fewer pods than the spec's
+            -- count and shrinks the Job to them; the admitted GPUs / GPUs per pod say how many
+            CASE WHEN min_count IS NOT NULL AND pod_sets = 1 AND gpus_per_pod > 0
+                    AND gpus_admitted % gpus_per_pod = 0
+                THEN least(pods_wanted, gpus_admitted // gpus_per_pod)
+                ELSE pods_wanted
+            END AS pods_wanted
+        FROM kueue_workloads
+    )
     WHERE pods_wanted > 1
 ),
 

@@ -404,3 +404,16 @@ def test_rebuilding_a_day_changes_nothing(sample):
         after = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables}
     for t in tables:
         assert after[t] == before[t], t
+
+
+def test_slurm_readings_match_when_the_exporter_names_the_node_by_its_fqdn(hand_made):
+    build_gpu_usage_hourly(hand_made, DAY, DAY)
+    query = ("SELECT source_key, hour::TIME::VARCHAR, round(measured_gpu_seconds, 6), "
+             "round(busy_gpu_seconds, 6) FROM allocation_usage_hourly WHERE domain = 'slurm' "
+             "ORDER BY ALL")
+    short = hand_made.execute(query).fetchall()
+    hand_made.execute("UPDATE gpu_utilization SET node = 'n1.cluster.example.org' "
+                      "WHERE hpc_job IS NOT NULL")
+    build_gpu_usage_hourly(hand_made, DAY, DAY)
+    assert hand_made.execute(query).fetchall() == short
+    assert short[0][2] == 1800.0

@@ -274,3 +274,26 @@ def test_a_failing_live_fetch_raises_with_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(SourceError, match=r"scontrol --all --details show job.*Unable to contact"):
         fetch_scontrol_jobs(CommandRunner(timeout_s=10, retries=0))
+
+
+def test_a_gpu_count_without_bound_indices_is_no_row_and_no_reject():
+    # Slurm prints IDX:N/A for a GPU GRES not bound to device indices (e.g. a job whose GPUs are
+    # not yet placed): the job is still readable, and only its placed GPUs give rows.
+    text = "\n".join([
+        _block("JobId=7 JobName=unbound", nodes=("Nodes=gpu-01 CPU_IDs=0 Mem=1 "
+                                                 "GRES=gpu:a100:1(IDX:N/A)",)),
+        _block("JobId=8 JobName=placed", nodes=("Nodes=gpu-02 CPU_IDs=0 Mem=1 "
+                                                "GRES=gpu:a100:2(IDX:0,2)",)),
+    ])
+    parsed = parse_scontrol_jobs(text, source_file="s")
+    assert parsed.rejects == []
+    assert parsed.jobs == 2
+    assert _rows(parsed) == [("8", "gpu-02", 0), ("8", "gpu-02", 2)]
+
+
+def test_gres_is_found_when_a_later_release_prints_fields_after_it():
+    text = _block("JobId=9 JobName=later", nodes=(
+        "Nodes=gpu-03 CPU_IDs=0-1 Mem=2 GRES=gpu:h100:2(IDX:1,3) Features=fast",))
+    parsed = parse_scontrol_jobs(text, source_file="s")
+    assert parsed.rejects == []
+    assert _rows(parsed) == [("9", "gpu-03", 1), ("9", "gpu-03", 3)]
