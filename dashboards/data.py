@@ -29,6 +29,7 @@ import streamlit as st
 
 from dashboards import access
 from models.runner import read_snapshot, snapshot_path
+from models.schema import INCIDENTS
 
 
 class Restricted(PermissionError):
@@ -240,11 +241,6 @@ PERIOD_KINDS = ("week", "month", "day")
 USAGE_COLUMNS = ("busy_gpu_hours", "idle_gpu_hours", "measured_gpu_hours")
 
 
-def chargeback_has_usage() -> bool:
-    """Whether chargeback carries busy/idle/measured GPU-hours (built by the hourly model)."""
-    return set(USAGE_COLUMNS) <= set(table_columns("chargeback_periods"))
-
-
 def chargeback_periods(kind: str) -> pl.DataFrame:
     """The periods of one kind that have invoice lines, newest first."""
     return query(
@@ -277,11 +273,7 @@ def chargeback_lines(kind: str, first: date, end: date, domains: list[str],
     if kind not in PERIOD_KINDS:
         msg = f"expected a period kind in {PERIOD_KINDS}, found {kind!r}"
         raise ValueError(msg)
-    usage = (
-        ", ".join(USAGE_COLUMNS)
-        if chargeback_has_usage()
-        else ", ".join(f"CAST(NULL AS DECIMAL(18,6)) AS {c}" for c in USAGE_COLUMNS)
-    )
+    usage = ", ".join(USAGE_COLUMNS)
     return query(
         "SELECT period_kind, period, period_start, cost_centre, team, person, domain, "
         "gpu_model, rate_valid_from, rate_per_gpu_hour, currency, gpu_seconds, gpu_hours, "
@@ -598,12 +590,7 @@ def kueue_admission_wait(first: date, end: date, grain: str) -> pl.DataFrame:
 
 # --- incidents -------------------------------------------------------------------------------
 
-INCIDENT_COLUMNS = (
-    "incident_id", "day", "kind", "domain", "cluster", "node", "gpu_uuids", "gpus", "start_ts",
-    "end_ts", "gpu_seconds", "rate_per_gpu_hour", "cost", "currency", "slurm_job",
-    "k8s_workload", "person", "team", "cost_centre", "other_person", "other_team",
-    "other_cost_centre", "evidence_level", "share", "detail", "evidence",
-)
+INCIDENT_COLUMNS = tuple(INCIDENTS.column_names)  # in the table's own order
 # owner columns shown only when their cost centre is granted to the viewer
 _OWNERS = {
     "cost_centre": ("person", "team", "cost_centre"),
@@ -622,25 +609,18 @@ def incidents_available() -> bool:
 def _incident_scope() -> str:
     """An incident concerns the viewer when either of its owners' cost centres is granted (a
     double-scheduled GPU has one owner per scheduler)."""
-    if "other_cost_centre" in table_columns("incidents"):
-        return f"({_scope()} OR {_scope('other_cost_centre')})"
-    return _scope()
+    return f"({_scope()} OR {_scope('other_cost_centre')})"
 
 
 def _incident_select() -> str:
-    present = set(table_columns("incidents"))
     masked = {
         column: f"CASE WHEN {_scope(owner)} THEN {column} END AS {column}"
-        for owner, columns in _OWNERS.items() if owner in present for column in columns
+        for owner, columns in _OWNERS.items() for column in columns
     }
-    every_owner = _scope() + (
-        f" AND (other_cost_centre IS NULL OR {_scope('other_cost_centre')})"
-        if "other_cost_centre" in present else "")
+    every_owner = f"{_scope()} AND (other_cost_centre IS NULL OR {_scope('other_cost_centre')})"
     masked |= {column: f"CASE WHEN {every_owner} THEN {column} END AS {column}"
                for column in _BOTH_OWNERS}
-    return ", ".join(
-        masked.get(c, c) if c in present else f"NULL AS {c}" for c in INCIDENT_COLUMNS
-    )
+    return ", ".join(masked.get(c, c) for c in INCIDENT_COLUMNS)
 
 
 def incidents_by_day(first: date, end: date) -> pl.DataFrame:
@@ -722,10 +702,9 @@ def outcome_summary(first: date, end: date) -> pl.DataFrame:
 
 def cost_summary(first: date, end: date) -> pl.DataFrame:
     """Per domain and currency: amount, allocated and busy GPU-hours from the day lines."""
-    busy = "sum(busy_gpu_hours)" if chargeback_has_usage() else "CAST(NULL AS DECIMAL(18,6))"
     return query(
         "SELECT domain, currency, sum(amount) AS amount, sum(gpu_hours) AS gpu_hours, "
-        f"{busy} AS busy_gpu_hours FROM chargeback_periods WHERE period_kind = 'day' "
+        "sum(busy_gpu_hours) AS busy_gpu_hours FROM chargeback_periods WHERE period_kind = 'day' "
         f"AND period_start >= $first AND period_start < $end AND {_scope()} "
         "GROUP BY ALL ORDER BY domain, currency",
         _scoped(first=first, end=end),

@@ -10,7 +10,6 @@ import duckdb
 
 from models import load_sql
 from models.runner import transaction
-from models.schema import CHARGEBACK, Table
 
 # Domain staging models, unioned into the view stg_allocations (same column layout).
 STAGING_MODELS = ("stg_slurm_allocations", "stg_kubernetes_allocations")
@@ -111,12 +110,6 @@ def build_gpu_usage_hourly(
     return rows
 
 
-def add_missing_columns(con: duckdb.DuckDBPyConnection, target: Table) -> None:
-    """Add columns declared since ``target`` was created (a ledger from an older version)."""
-    for column, column_type in target.columns:
-        con.execute(f'ALTER TABLE {target.name} ADD COLUMN IF NOT EXISTS "{column}" {column_type}')
-
-
 def _period_bounds(first_day: date, last_day: date, kind: str) -> tuple[date, date]:
     """Whole periods of ``kind`` covering ``first_day`` .. ``last_day`` (end exclusive)."""
     if kind == "day":
@@ -132,7 +125,6 @@ def _period_bounds(first_day: date, last_day: date, kind: str) -> tuple[date, da
 
 def build_chargeback(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date) -> int:
     """Rebuild the invoice lines of every day, ISO week and month touching the given days."""
-    add_missing_columns(con, CHARGEBACK)
     rows = 0
     with transaction(con):
         for kind in ("day", "week", "month"):

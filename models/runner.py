@@ -39,10 +39,21 @@ def connect(db_path: Path, *, read_only: bool = False) -> Iterator[duckdb.DuckDB
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection, tables: Sequence[Table] = ALL_TABLES) -> None:
-    """Create every known table that does not exist yet."""
+    """Create every known table that does not exist yet, and add the columns declared since an
+    older version created a table (one catalog read; an ALTER only for what is missing)."""
     _migrate(con)
     for t in tables:
         con.execute(t.ddl())
+    present: dict[str, set[str]] = {}
+    for table, column in con.execute(
+            "SELECT table_name, column_name FROM duckdb_columns() "
+            "WHERE database_name = current_database() AND schema_name = current_schema()"
+    ).fetchall():
+        present.setdefault(table, set()).add(column)
+    for t in tables:
+        for column, column_type in t.columns:
+            if column not in present.get(t.name, ()):
+                con.execute(f'ALTER TABLE {t.name} ADD COLUMN "{column}" {column_type}')
     if tables is ALL_TABLES:
         for v in ALL_VIEWS:
             con.execute(v.ddl())

@@ -84,7 +84,6 @@ if lines.is_empty():
     st.info("No invoice lines for this selection.")
     st.stop()
 
-has_usage = data.chargeback_has_usage()
 # lines without a rate have no amount (a sum over none of them would show "0.00" of no currency)
 priced = lines.filter(pl.col("amount").is_not_null())
 amounts = priced.group_by("currency").agg(pl.col("amount").sum()).sort("currency")
@@ -93,16 +92,14 @@ unattributed = lines.filter(
 )
 metrics = st.columns(5)
 metrics[0].metric("Allocated GPU-hours", hours(lines["gpu_hours"].sum()))
-metrics[1].metric("Busy GPU-hours", hours(lines["busy_gpu_hours"].sum() if has_usage else None))
-metrics[2].metric("Idle GPU-hours", hours(lines["idle_gpu_hours"].sum() if has_usage else None))
+metrics[1].metric("Busy GPU-hours", hours(lines["busy_gpu_hours"].sum()))
+metrics[2].metric("Idle GPU-hours", hours(lines["idle_gpu_hours"].sum()))
 currencies = amounts.filter(pl.col("amount").is_not_null())["currency"].to_list()
 if len(currencies) == 1:
     metrics[3].metric(f"Amount ({currencies[0]})", f"{amounts['amount'].drop_nulls()[0]:,.2f}")
 else:
     metrics[3].metric("Amount", money(amounts))
 metrics[4].metric("Unattributed GPU-hours", hours(unattributed["gpu_hours"].sum()))
-if not has_usage:
-    st.caption("Busy and idle GPU-hours appear once the hourly usage model is built.")
 if kind == "day":
     st.caption("A custom range adds up daily lines, each rounded to the cent; the weekly and "
                "monthly lines are the invoices.")

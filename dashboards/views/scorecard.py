@@ -71,8 +71,6 @@ start, end = day_range_picker("Days (UTC)", *days, default_days=31, key="sc_days
 card = scorecard(start, end)
 st.dataframe(card, hide_index=True, width="stretch", key="sc_card", height=36 * card.height + 40,
              column_config={d: st.column_config.NumberColumn(format="%.3f") for d in DOMAINS})
-if not data.chargeback_has_usage():
-    st.caption("Cost per busy GPU-hour appears once the hourly usage model is built.")
 st.caption(
     "Queue wait: Slurm submit → start of runs holding GPUs; Kueue workload created → admitted "
     "(admitted once). Start-up: Kueue admission → PodsReady (all pods running); Slurm "

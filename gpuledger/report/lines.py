@@ -7,7 +7,7 @@ import duckdb
 
 from gpuledger.report.weeks import IsoWeek
 
-# Usage columns the chargeback table may carry (dcgm-exporter busy time beside allocated time).
+# dcgm-exporter busy time beside allocated time, on every chargeback line.
 USAGE_COLUMNS = ("measured_gpu_hours", "busy_gpu_hours", "idle_gpu_hours")
 
 # Deterministic line order: the invoice key, the way finance reads it.
@@ -31,10 +31,6 @@ class WeekData:
     # GPU-seconds per raw key (user, account, namespace, ...) whose owner is unattributed
     unattributed_keys: tuple[Row, ...] = ()
 
-    @property
-    def usage_columns(self) -> tuple[str, ...]:
-        return tuple(c for c in USAGE_COLUMNS if c in self.columns)
-
 
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> tuple[str, ...] | None:
     """Columns of ``table`` in the connection's own database, or None when it does not exist."""
@@ -56,7 +52,7 @@ def read_week(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> WeekData:
     if columns is None:
         msg = "expected a chargeback table in the ledger, found none: run `gpuledger build` first"
         raise EmptyWeekError(msg)
-    order = ", ".join(c for c in LINE_ORDER if c in columns)
+    order = ", ".join(LINE_ORDER)
     lines = _rows(con.execute(
         f"SELECT * FROM chargeback WHERE period_kind = 'week' AND period = ? "
         f"ORDER BY {order} NULLS FIRST", [week.name]))
@@ -75,11 +71,7 @@ RAW_KEYS = ("slurm_user", "slurm_account", "k8s_namespace", "k8s_service_account
 
 def read_unattributed_keys(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> tuple[Row, ...]:
     """The raw keys behind the week's unattributed GPU-seconds: what to add to the identity map."""
-    columns = table_columns(con, "allocations") or ()
-    keys = [c for c in RAW_KEYS if c in columns]
-    if not {"day", "cost_centre", "team", "person", "domain", "gpu_seconds"} <= set(columns):
-        return ()
-    grouping = ", ".join(["cost_centre", "team", "person", "domain", *keys])
+    grouping = ", ".join(["cost_centre", "team", "person", "domain", *RAW_KEYS])
     return _rows(con.execute(
         f"SELECT {grouping}, sum(gpu_seconds)::BIGINT AS gpu_seconds FROM allocations "
         "WHERE day >= ? AND day < ? AND 'unattributed' IN (cost_centre, team, person) "
@@ -88,12 +80,9 @@ def read_unattributed_keys(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> tup
 
 def read_incidents(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> tuple[Row, ...] | None:
     """The week's incidents, most expensive first; None when the ledger has no incidents table."""
-    columns = table_columns(con, "incidents")
-    if columns is None:
+    if table_columns(con, "incidents") is None:  # a snapshot published before the detectors
         return None
-    when = "day" if "day" in columns else "CAST(start_ts AS DATE)"
-    ranking = [f"{c} DESC NULLS LAST" for c in ("cost", "gpu_seconds") if c in columns]
-    ranking += [c for c in ("incident_id", "start_ts", "node") if c in columns]
     return _rows(con.execute(
-        f"SELECT * FROM incidents WHERE {when} >= ? AND {when} < ? "
-        f"ORDER BY {', '.join(ranking) or 'ALL'}", [week.monday, week.end]))
+        "SELECT * FROM incidents WHERE day >= ? AND day < ? "
+        "ORDER BY cost DESC NULLS LAST, gpu_seconds DESC NULLS LAST, incident_id",
+        [week.monday, week.end]))

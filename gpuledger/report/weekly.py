@@ -11,7 +11,7 @@ import duckdb
 
 from gpuledger.report import pages
 from gpuledger.report.files import replace_folder, slugs, write_csv, write_text
-from gpuledger.report.lines import WeekData, read_week
+from gpuledger.report.lines import USAGE_COLUMNS, WeekData, read_week
 from gpuledger.report.totals import column, group, is_incomplete, is_unattributed, total
 from gpuledger.report.weeks import IsoWeek, parse_iso_week
 
@@ -89,7 +89,7 @@ def _cards(lines: list | tuple, usage: tuple[str, ...]) -> str:
 
 
 def summary_page(data: WeekData, slug: dict[str, str], when: datetime) -> str:
-    usage = data.usage_columns
+    usage = USAGE_COLUMNS
     overall = total(data.lines)
     by_centre = group(data.lines, column("cost_centre"))
     by_team = group(data.lines, column("team"))
@@ -127,7 +127,7 @@ def summary_page(data: WeekData, slug: dict[str, str], when: datetime) -> str:
 
 def cost_centre_page(data: WeekData, centre: str, lines: list, own_slug: str,
                      when: datetime) -> str:
-    usage = data.usage_columns
+    usage = USAGE_COLUMNS
     overall = total(lines)
     incidents = None if data.incidents is None else tuple(  # either owner of a conflict
         r for r in data.incidents if centre in (r.get("cost_centre"), r.get("other_cost_centre")))

@@ -7,8 +7,8 @@
 --   kube-state-metrics knows pod starts and ends to one scrape interval).
 -- Columns: cluster, node, slurm_key, k8s_key (allocations.source_key of each side), gpu_uuids
 --   (the GPUs seen with both), buckets, first_bucket, last_bucket, the labels of the first
---   bucket, overlap_start, overlap_end, overlap_seconds (the two ledger intervals' common time,
---   summed over their day pieces).
+--   bucket. The two ledger intervals' common time is computed once for the pairs of both GPU-level
+--   detectors, in detect_double_scheduled.sql.
 -- slurm-bridge representative jobs are left out: their pod is the same workload (bridge_pairs).
 WITH util AS (
     SELECT cluster, node, gpu_uuid, coalesce(gpu_instance, '') AS gpu_instance, bucket_start,
@@ -67,24 +67,6 @@ pod_keys AS (
         AND (coalesce(p.pod_uid, '') = '' OR a.source_key = p.pod_uid)
         AND a.start_ts <= p.last_bucket + INTERVAL 1 MINUTE + to_seconds($tolerance_seconds)
         AND a.end_ts >= p.first_bucket - to_seconds($tolerance_seconds)
-),
-
-overlap AS (
-    -- the common time of the two ledger intervals, piece by piece (both are cut at midnight)
-    SELECT
-        k.cluster, k.node, k.slurm_key, k.k8s_key,
-        min(greatest(s.start_ts, c.start_ts)) AS overlap_start,
-        max(least(s.end_ts, c.end_ts)) AS overlap_end,
-        sum(date_diff('second', greatest(s.start_ts, c.start_ts), least(s.end_ts, c.end_ts)))
-            AS overlap_seconds
-    FROM pod_keys AS k
-    INNER JOIN allocations AS s
-        ON s.domain = 'slurm' AND s.source_key = k.slurm_key AND s.node = k.node
-    INNER JOIN allocations AS c
-        ON c.domain = 'kubernetes' AND c.source_key = k.k8s_key AND c.node = k.node
-        AND c.day = s.day
-    WHERE greatest(s.start_ts, c.start_ts) < least(s.end_ts, c.end_ts)
-    GROUP BY ALL
 )
 
 SELECT
@@ -99,9 +81,5 @@ SELECT
     k.buckets,
     k.first_bucket,
     k.last_bucket,
-    k.first_gpu_uuid,
-    o.overlap_start,
-    o.overlap_end,
-    o.overlap_seconds
+    k.first_gpu_uuid
 FROM pod_keys AS k
-INNER JOIN overlap AS o USING (cluster, node, slurm_key, k8s_key)

@@ -2,17 +2,15 @@
 -- Grain: one row per (node, Slurm run, pod uid) where the GPU indices Slurm gave the run
 --   (`scontrol show job -d` snapshots, slurm_gpu_indices), mapped to UUIDs through the inventory
 --   (nodes: node, gpu_index -> gpu_uuid), include GPUs the pod held (allocations.gpu_uuids, from
---   dcgm-exporter's pod labels) while the two ledger intervals overlap: GPU-level evidence of
---   double scheduling from Slurm's own records, without dcgm-exporter's hpc_job labels.
--- Parameters: $scan_start, $scan_end (TIMESTAMP, half-open: the runs and pods read),
---   $tolerance_seconds (a pod's ledger end is late by up to one scrape interval, so a clean
---   handover can look overlapped that long: overlaps this long or shorter are left out).
+--   dcgm-exporter's pod labels): GPU-level evidence of double scheduling from Slurm's own
+--   records, without dcgm-exporter's hpc_job labels. Whether and how long the two ledger
+--   intervals overlap (beyond one scrape interval) is decided in detect_double_scheduled.sql.
+-- Parameters: $scan_start, $scan_end (TIMESTAMP, half-open: the runs and pods read).
 -- The snapshot only proves which GPUs; the time of the Slurm side is its ledger rows. The run is
 --   the one of that JobIDRaw and node with the snapshot's StartTime (a requeued job's runs share
 --   the JobIDRaw), else the one holding the node when the snapshot was taken.
 -- Columns: cluster (Slurm's, as det_double_node), node, slurm_key, k8s_key, namespace, pod,
---   gpu_uuids (the GPUs both held), gpu_indices, overlap_start, overlap_end, overlap_seconds (the
---   two ledger intervals' common time, summed over their day pieces), and the first snapshot
+--   gpu_uuids (the GPUs both held), gpu_indices, and the first snapshot
 --   row naming a shared GPU: job_id_raw, first_gpu_index, first_observed_at, source_file,
 --   line_no, snapshots (how many snapshots showed the run on that node).
 -- slurm-bridge representative jobs are left out: their pod is the same workload (bridge_pairs).
@@ -82,24 +80,6 @@ pairs AS (
     FROM slurm_gpus AS g
     INNER JOIN pod_gpus AS p ON p.node = g.node AND p.gpu_uuid = g.gpu_uuid
     GROUP BY g.cluster, g.node, g.slurm_key, p.k8s_key
-),
-
-overlap AS (
-    -- the common time of the two ledger intervals, piece by piece (both are cut at midnight)
-    SELECT
-        k.node, k.slurm_key, k.k8s_key,
-        min(greatest(s.start_ts, c.start_ts)) AS overlap_start,
-        max(least(s.end_ts, c.end_ts)) AS overlap_end,
-        sum(date_diff('second', greatest(s.start_ts, c.start_ts), least(s.end_ts, c.end_ts)))
-            AS overlap_seconds
-    FROM pairs AS k
-    INNER JOIN allocations AS s
-        ON s.domain = 'slurm' AND s.source_key = k.slurm_key AND s.node = k.node
-    INNER JOIN allocations AS c
-        ON c.domain = 'kubernetes' AND c.source_key = k.k8s_key AND c.node = k.node
-        AND c.day = s.day
-    WHERE greatest(s.start_ts, c.start_ts) < least(s.end_ts, c.end_ts)
-    GROUP BY ALL
 )
 
 SELECT
@@ -111,9 +91,6 @@ SELECT
     k.pod,
     k.gpu_uuids,
     k.gpu_indices,
-    o.overlap_start,
-    o.overlap_end,
-    o.overlap_seconds,
     k.job_id_raw,
     k.first_gpu_index,
     k.first_observed_at,
@@ -121,6 +98,4 @@ SELECT
     k.line_no,
     n.snapshots
 FROM pairs AS k
-INNER JOIN overlap AS o USING (node, slurm_key, k8s_key)
 LEFT JOIN seen AS n ON n.job_id_raw = k.job_id_raw AND n.start = k.sc_start AND n.node = k.node
-WHERE o.overlap_seconds > $tolerance_seconds

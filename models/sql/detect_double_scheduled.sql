@@ -5,7 +5,9 @@
 --   job -d` snapshots, include GPUs of the pod) and node-level evidence (det_double_node: the node
 --   was overcommitted while both ran) of the same pair are merged into one row with the stronger
 --   level ('gpu').
--- Parameters: none; reads the temp tables det_double_gpu (detect_double_gpu.sql),
+-- Parameters: $tolerance_seconds (overlaps this long or shorter that only Slurm's GPU indices
+--   show are left out: a pod's ledger end is late by up to one scrape interval); reads the temp
+--   tables det_double_gpu (detect_double_gpu.sql),
 --   det_double_scontrol (detect_double_gpu_scontrol.sql) and det_double_node
 --   (detect_double_node.sql), and allocations.
 -- Columns: the candidate layout of detect_incidents.sql.
@@ -16,7 +18,7 @@
 -- Owners: person/team/cost_centre are the owner of the allocation that started later (the one
 --   placed onto GPUs already held), other_* the owner of the one that held them first; the rate
 --   (cost) is the later allocation's: its charge is the duplicate one (docs/detectors.md).
-WITH gpu_level AS (
+WITH gpu_pairs AS (
     -- dcgm-exporter's labels and Slurm's own GPU indices for one pair are one GPU-level row
     SELECT
         coalesce(d.cluster, s.cluster) AS cluster,
@@ -25,9 +27,7 @@ WITH gpu_level AS (
         coalesce(d.k8s_key, s.k8s_key) AS k8s_key,
         list_sort(list_distinct(list_concat(coalesce(d.gpu_uuids, []),
                                             coalesce(s.gpu_uuids, [])))) AS gpu_uuids,
-        coalesce(d.overlap_start, s.overlap_start) AS overlap_start,
-        coalesce(d.overlap_end, s.overlap_end) AS overlap_end,
-        coalesce(d.overlap_seconds, s.overlap_seconds) AS overlap_seconds,
+        d.slurm_key IS NOT NULL AS seen_by_dcgm,
         d.gpu_uuids AS dcgm_gpu_uuids, d.buckets, d.first_bucket, d.last_bucket,
         d.first_gpu_uuid, d.hpc_job,
         coalesce(d.namespace, s.namespace) AS namespace,
@@ -38,6 +38,33 @@ WITH gpu_level AS (
     FROM det_double_gpu AS d
     FULL OUTER JOIN det_double_scontrol AS s
         ON s.node = d.node AND s.slurm_key = d.slurm_key AND s.k8s_key = d.k8s_key
+),
+
+overlap AS (
+    -- the common time of the two ledger intervals, piece by piece (both are cut at midnight)
+    SELECT
+        k.node, k.slurm_key, k.k8s_key,
+        min(greatest(s.start_ts, c.start_ts)) AS overlap_start,
+        max(least(s.end_ts, c.end_ts)) AS overlap_end,
+        sum(date_diff('second', greatest(s.start_ts, c.start_ts), least(s.end_ts, c.end_ts)))
+            AS overlap_seconds
+    FROM (SELECT DISTINCT node, slurm_key, k8s_key FROM gpu_pairs) AS k
+    INNER JOIN allocations AS s
+        ON s.domain = 'slurm' AND s.source_key = k.slurm_key AND s.node = k.node
+    INNER JOIN allocations AS c
+        ON c.domain = 'kubernetes' AND c.source_key = k.k8s_key AND c.node = k.node
+        AND c.day = s.day
+    WHERE greatest(s.start_ts, c.start_ts) < least(s.end_ts, c.end_ts)
+    GROUP BY ALL
+),
+
+gpu_level AS (
+    -- dcgm-exporter saw both holders at once: any overlap counts; Slurm's indices only say which
+    -- GPUs: an overlap within one scrape interval of a pod's edge is a clean handover
+    SELECT p.*, o.overlap_start, o.overlap_end, o.overlap_seconds
+    FROM gpu_pairs AS p
+    INNER JOIN overlap AS o USING (node, slurm_key, k8s_key)
+    WHERE p.seen_by_dcgm OR o.overlap_seconds > $tolerance_seconds
 ),
 
 merged AS (

@@ -4,8 +4,7 @@
 --   flagged incident explains. No row: the invariant holds.
 -- Parameters: $first_day, $end_day (DATE, half-open), $tolerance_s (BIGINT: Kubernetes interval
 --   ends are late by up to one scrape interval, so a clean handover can overlap that long).
--- Reads the temp view flagged_incidents (node, start_ts, end_ts): double_scheduled incidents
---   when the detectors' incidents table exists, else empty.
+-- Reads incidents (the detectors' double_scheduled rows excuse a node-hour they cover).
 WITH node_hours AS (
     SELECT * FROM node_usage_hourly
     WHERE day >= $first_day AND day < $end_day
@@ -18,7 +17,7 @@ SELECT
     h.allocated_gpu_seconds - h.capacity_gpu_seconds AS excess_gpu_seconds
 FROM node_hours AS h
 WHERE NOT EXISTS (
-    SELECT 1 FROM flagged_incidents AS f
-    WHERE f.node = h.node AND f.start_ts < h.hour + INTERVAL 1 HOUR AND f.end_ts > h.hour
+    SELECT 1 FROM incidents AS f
+    WHERE f.kind = 'double_scheduled' AND f.node = h.node AND f.start_ts < h.hour + INTERVAL 1 HOUR AND f.end_ts > h.hour
 )
 ORDER BY h.hour, h.node

@@ -1,7 +1,6 @@
 from datetime import timedelta
 
 import dagster as dg
-import duckdb
 
 from models import load_sql
 from pipelines.defs.check_results import offending_rows_result, query_rows
@@ -9,7 +8,6 @@ from pipelines.defs.partitions import daily_partitions
 from pipelines.defs.resources import LedgerResource
 
 # What the capacity check needs of the detectors' incidents table.
-INCIDENT_COLUMNS = {"kind", "node", "start_ts", "end_ts"}
 
 
 @dg.asset_check(
@@ -103,22 +101,6 @@ def hourly_busy_within_measured_within_allocated(
     return offending_rows_result(rows, columns)
 
 
-def _flagged_incidents(con: duckdb.DuckDBPyConnection) -> bool:
-    """Create the temp view ``flagged_incidents`` (node, start_ts, end_ts) the capacity check
-    reads: the detectors' double_scheduled incidents, or nothing while that table is absent."""
-    found = {r[0] for r in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'incidents' "
-        "AND table_schema = 'main'").fetchall()}
-    if INCIDENT_COLUMNS.issubset(found):
-        con.execute("CREATE OR REPLACE TEMP VIEW flagged_incidents AS SELECT node, start_ts, "
-                    "end_ts FROM incidents WHERE kind = 'double_scheduled'")
-        return True
-    con.execute("CREATE OR REPLACE TEMP VIEW flagged_incidents AS SELECT CAST(NULL AS VARCHAR) "
-                "AS node, CAST(NULL AS TIMESTAMP) AS start_ts, CAST(NULL AS TIMESTAMP) AS end_ts "
-                "WHERE FALSE")
-    return False
-
-
 @dg.asset_check(
     asset="gpu_usage_hourly",
     partitions_def=daily_partitions,
@@ -135,7 +117,6 @@ def hourly_node_capacity_not_exceeded(
             "SELECT coalesce(max(scrape_interval_s), 0) FROM k8s_pod_allocations "
             "WHERE start_ts < ? AND end_ts > ?", [params["end_day"], params["first_day"]],
         ).fetchone()[0]
-        incidents_known = _flagged_incidents(con)
         rows, columns = query_rows(con, load_sql("node_usage_hourly_check_capacity"),
                                    {**params, "tolerance_s": int(tolerance)})
     excess = sum(r[columns.index("excess_gpu_seconds")] for r in rows)
@@ -143,5 +124,4 @@ def hourly_node_capacity_not_exceeded(
         "offending_node_hours": len(rows),
         "excess_gpu_hours": round(excess / 3600, 3),
         "tolerance_seconds": int(tolerance),
-        "incidents_table": "read" if incidents_known else "absent: nothing excused",
     })
