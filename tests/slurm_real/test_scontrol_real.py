@@ -95,9 +95,13 @@ def test_live_scontrol_gives_each_running_job_its_own_gpu_indices(real_slurm, tm
         first_node = min(by_job[spread])[0]
         assert {i for n, i in by_job[spread] if n == first_node} == _own_gpus(jobs, spread)
         # sacct agrees on the node list and the GPU count (it never knew the indices)
+        # (slurmdbd records a job's start a moment after slurmctld: wait for its AllocTRES)
+        def accounted(job: str) -> str:
+            return real_slurm.sacct(["-X", "-n", "-P", "-j", job, "-o", "NodeList,AllocTRES"])
+
         for job in ids:
-            line = real_slurm.sacct(["-X", "-n", "-P", "-j", job, "-o", "NodeList,AllocTRES"])
-            nodelist, tres = line.strip().split("|")
+            _wait(lambda job=job: "gres/gpu=" in accounted(job), f"sacct's AllocTRES of {job}")
+            nodelist, tres = accounted(job).strip().split("|")
             count = int(re.search(r"gres/gpu=(\d+)", tres).group(1))
             assert count == len(by_job[job])
             assert ("[" in nodelist) == (job == spread)
