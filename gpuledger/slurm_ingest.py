@@ -252,6 +252,9 @@ class _Streamed:
     rejects: list[Reject] = field(default_factory=list)
     previous: list[pl.DataFrame] = field(default_factory=list)
     going: list[pl.Series] = field(default_factory=list)  # runs still going: until set at the end
+    # into a fresh table, runs still going are held back and appended last with their until:
+    # an UPDATE of rows already written in this transaction makes DuckDB rewrite them at commit
+    held: list[pl.DataFrame] = field(default_factory=list)
     base_keys: list[pl.Series] = field(default_factory=list)
     step_keys: list[pl.DataFrame] = field(default_factory=list)
 
@@ -286,6 +289,9 @@ def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter:
             raise _NotStreamable
         if len(done.step_keys) > 1 and pl.concat(done.step_keys).is_duplicated().any():
             raise _NotStreamable
+        if done.held:
+            append_rows(con, schema.SLURM_RUNS, pl.concat(done.held).with_columns(
+                pl.lit(done.latest, dtype=pl.Datetime("us")).alias("observed_until")))
         if given is None and done.going:
             _settle_going(con, pl.concat(done.going), done.latest)
         for p in done.previous:
@@ -300,6 +306,8 @@ def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter:
 
 #: Parse the next batch in a thread while this one loads.
 PREFETCH = True
+#: Into a fresh table, append runs still going last (see :class:`_Streamed`) instead of updating.
+HOLD_GOING = True
 #: Leave one core to the parsing thread while DuckDB loads (DuckDB's threads minus one).
 SPARE_PARSER_CORE = True
 #: DuckDB buffers this much of a transaction's appended row groups before compressing and
@@ -345,6 +353,11 @@ def _load_batch(con: duckdb.DuckDBPyConnection, batch: SacctBatch, done: _Stream
         .alias("observed_until")
     )  # fmt: skip
     per_node = allocations_per_node(batch.runs, models)
+    hold = HOLD_GOING and given is None and fresh[schema.SLURM_RUNS.name]
+    if hold:
+        going = pl.col("end").is_null()
+        done.held.append(runs.filter(going))
+        runs = runs.filter(~going)
     done.previous.append(_upsert_runs(con, runs, per_node, fresh=fresh))
     if fresh[schema.SLURM_STEPS.name]:
         append_rows(con, schema.SLURM_STEPS, batch.steps)
@@ -352,7 +365,8 @@ def _load_batch(con: duckdb.DuckDBPyConnection, batch: SacctBatch, done: _Stream
         upsert_rows(con, schema.SLURM_STEPS, batch.steps,
                     key=("cluster", "step_job_id", "start"), atomic=False)  # fmt: skip
         done.step_keys.append(batch.steps.select("cluster", "step_job_id", "start").unique())
-    done.going.append(batch.runs.filter(pl.col("end").is_null())["run_key"])
+    if not hold:
+        done.going.append(batch.runs.filter(pl.col("end").is_null())["run_key"])
     done.base_keys.append(batch.base_keys)
     done.rejects.extend(batch.rejects)
     done.runs += batch.runs.height

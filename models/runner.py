@@ -15,6 +15,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from models.schema import ALL_TABLES, ALL_VIEWS, CHARGEBACK, CHARGEBACK_VIEW, INGEST_RUNS, Table
 
@@ -122,8 +123,22 @@ def append_rows(con: duckdb.DuckDBPyConnection, target: Table, frame: pl.DataFra
         return 0
     # the relation API, not a registered view: DuckDB keeps a registered Arrow table alive until
     # the transaction ends, so a long transaction of many appends would hold them all
-    con.from_arrow(frame.select(target.column_names).to_arrow()).insert_into(target.name)
+    con.from_arrow(_row_group_batches(frame.select(target.column_names))).insert_into(target.name)
     return frame.height
+
+
+#: DuckDB's row group size: one Arrow record batch per row group lets its threads scan, compress
+#: and write row groups in parallel (a single-chunk table is scanned by one thread).
+ROW_GROUP_ROWS = 122_880
+
+
+def _row_group_batches(frame: pl.DataFrame) -> pa.Table:
+    table = frame.to_arrow()
+    if table.num_rows <= ROW_GROUP_ROWS:
+        return table
+    return pa.Table.from_batches(
+        table.combine_chunks().to_batches(max_chunksize=ROW_GROUP_ROWS), schema=table.schema
+    )
 
 
 def is_empty(con: duckdb.DuckDBPyConnection, target: Table) -> bool:

@@ -889,6 +889,8 @@ def _step_run_keys(steps: pl.DataFrame, runs: pl.DataFrame, alloc_lines: pl.Seri
 BATCH_BYTES = 128 << 20
 #: Bytes per batch of :func:`iter_sacct_batches` (about 130k lines of the contract's fields).
 STREAM_BATCH_BYTES = 32 << 20
+#: Bytes of the first batch of :func:`iter_sacct_batches`; each next one doubles up to the above.
+FIRST_STREAM_BATCH_BYTES = 2 << 20
 #: Batches parsed at the same time (Polars releases the GIL; each batch is mostly one-threaded).
 _THREADS = max(1, min(4, os.cpu_count() or 1))
 
@@ -1206,11 +1208,14 @@ def iter_sacct_batches(
         msg = f"expected a sacct dump at {source}, found none"
         raise SourceError(msg)
     target = max(1, batch_bytes or STREAM_BATCH_BYTES)
+    # the first batches are small and grow to ``target``: a caller loading batch by batch
+    # starts sooner (it waits for the first batch alone)
+    size = max(1, min(target, FIRST_STREAM_BATCH_BYTES))
     opener = gzip.open if source.suffix == ".gz" else open
     with opener(source, "rb") as fh:
-        pending = fh.read(target)
+        pending = fh.read(size)
         while b"\n" not in pending:
-            more = fh.read(target)
+            more = fh.read(size)
             if not more:
                 break
             pending += more
@@ -1220,7 +1225,8 @@ def iter_sacct_batches(
         pending = pending[body_start:]
         line_no = 2
         while True:
-            block = fh.read(target)
+            block = fh.read(size)
+            size = min(target, size * 2)
             eof = not block
             if not eof:
                 cut = _job_cut(block, sep_bytes, jobid_at, raw_at)
