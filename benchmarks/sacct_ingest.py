@@ -308,6 +308,13 @@ def report(runs: dict[str, list[Measure]], lines: int, meta: dict, dump: Path,
             f"file) ran at {rate['floor']:,.0f} rows/s.",
         ] if "load_only" in runs else []),
         "",
+        f"CPU budget of the ≥ {MIN_PANDAS_RATIO:g}× pandas target: ours must finish in "
+        f"{pandas / MIN_PANDAS_RATIO:.2f} s, i.e. {results.cores()} cores × "
+        f"{pandas / MIN_PANDAS_RATIO:.2f} s = "
+        f"{results.cores() * pandas / MIN_PANDAS_RATIO:.1f} CPU s at full use of every core; "
+        f"ours used {best['ours'].cpu:.1f} CPU s in its best run "
+        f"({best['ours'].cpu / best['ours'].wall:.2f} cores on average).",
+        "",
         "| target | measured | result |",
         "|---|---:|---|",
         *(f"| {t} | {v} | {'PASS' if good else 'FAIL'} |" for t, v, good in checks),

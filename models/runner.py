@@ -136,9 +136,9 @@ def _row_group_batches(frame: pl.DataFrame) -> pa.Table:
     table = frame.to_arrow()
     if table.num_rows <= ROW_GROUP_ROWS:
         return table
-    return pa.Table.from_batches(
-        table.combine_chunks().to_batches(max_chunksize=ROW_GROUP_ROWS), schema=table.schema
-    )
+    # slices of the existing chunks (zero-copy): no chunk longer than a row group
+    return pa.Table.from_batches(table.to_batches(max_chunksize=ROW_GROUP_ROWS),
+                                 schema=table.schema)  # fmt: skip
 
 
 def is_empty(con: duckdb.DuckDBPyConnection, target: Table) -> bool:
