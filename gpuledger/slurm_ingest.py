@@ -18,6 +18,7 @@ from typing import Generic, TypeVar
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from connectors.errors import Reject, rejects_frame
 from connectors.slurm.commands import CommandRunner
@@ -39,6 +40,7 @@ from models import schema
 from models.runner import (
     append_rows,
     is_empty,
+    ledger_arrow,
     record_ingest,
     replace_rows,
     transaction,
@@ -276,13 +278,17 @@ def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter:
                     [source_file])  # fmt: skip
         batches = iter_sacct_batches(path, delimiter=delimiter, timezone=timezone,
                                      source_file=source_file)  # fmt: skip
+        # runs still going are held back only when nothing of theirs can already be there
+        hold = (HOLD_GOING and given is None and fresh[schema.SLURM_RUNS.name]
+                and fresh[schema.SLURM_NODE_ALLOCATIONS.name])
+        prepared = _prepare(batches, given, models, fresh, hold=hold)
         if PREFETCH:
-            with _Prefetch(batches) as stream:
-                for batch in stream:
-                    _load_batch(con, batch, done, given, models, fresh)
+            with _Prefetch(prepared) as stream:
+                for prep in stream:
+                    _load_batch(con, prep, done, fresh)
         else:
-            for batch in batches:
-                _load_batch(con, batch, done, given, models, fresh)
+            for prep in prepared:
+                _load_batch(con, prep, done, fresh)
         # requeued runs sharing a key in two batches are numbered over the whole dump; a step key
         # in two batches would have replaced this load's own row: both need the whole dump
         if len(done.base_keys) > 1 and pl.concat(done.base_keys).is_duplicated().any():
@@ -342,36 +348,75 @@ def _streaming_settings(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
             con.execute(f"SET write_buffer_row_group_memory_limit = '{buffer}'")
 
 
-def _load_batch(con: duckdb.DuckDBPyConnection, batch: SacctBatch, done: _Streamed,
-                given: datetime | None, models: dict[str, str],
+@dataclass(frozen=True)
+class _Prepared:
+    """A parsed batch made ready to write, in the parsing thread (the loading thread, the slower
+    one, only writes). ``runs`` excludes the ``held`` runs still going; the ``*_arrow`` tables are
+    the frames as the ledger's tables take them, made when those tables were empty (appends)."""
+
+    batch: SacctBatch
+    runs: pl.DataFrame
+    per_node: pl.DataFrame
+    held: pl.DataFrame | None
+    latest: datetime | None
+    runs_arrow: pa.Table | None = None
+    per_node_arrow: pa.Table | None = None
+    steps_arrow: pa.Table | None = None
+
+
+def _prepare(batches: Iterable[SacctBatch], given: datetime | None, models: dict[str, str],
+             fresh: dict[str, bool], *, hold: bool) -> Iterator[_Prepared]:  # fmt: skip
+    latest: datetime | None = None
+    for batch in batches:
+        if not batch.complete:
+            raise _NotStreamable
+        latest = _later(latest, _latest_instant(batch))
+        runs = batch.runs.with_columns(
+            pl.coalesce(pl.col("end"), pl.lit(given or latest, dtype=pl.Datetime("us")))
+            .alias("observed_until")
+        )  # fmt: skip
+        per_node = allocations_per_node(batch.runs, models)
+        held = None
+        if hold:
+            going = pl.col("end").is_null()
+            held, runs = runs.filter(going), runs.filter(~going)
+        arrow = {}
+        for name, target, frame in ((schema.SLURM_RUNS.name, schema.SLURM_RUNS, runs),
+                                    (schema.SLURM_NODE_ALLOCATIONS.name,
+                                     schema.SLURM_NODE_ALLOCATIONS, per_node),
+                                    (schema.SLURM_STEPS.name, schema.SLURM_STEPS, batch.steps)):
+            if fresh[name]:
+                arrow[name] = ledger_arrow(target, frame)
+        yield _Prepared(batch, runs, per_node, held, latest,
+                        arrow.get(schema.SLURM_RUNS.name),
+                        arrow.get(schema.SLURM_NODE_ALLOCATIONS.name),
+                        arrow.get(schema.SLURM_STEPS.name))  # fmt: skip
+
+
+def _load_batch(con: duckdb.DuckDBPyConnection, prep: _Prepared, done: _Streamed,
                 fresh: dict[str, bool]) -> None:  # fmt: skip
-    if not batch.complete:
-        raise _NotStreamable
-    done.latest = _later(done.latest, _latest_instant(batch))
-    runs = batch.runs.with_columns(
-        pl.coalesce(pl.col("end"), pl.lit(given or done.latest, dtype=pl.Datetime("us")))
-        .alias("observed_until")
-    )  # fmt: skip
-    per_node = allocations_per_node(batch.runs, models)
-    hold = HOLD_GOING and given is None and fresh[schema.SLURM_RUNS.name]
-    if hold:
-        going = pl.col("end").is_null()
-        done.held.append(runs.filter(going))
-        runs = runs.filter(~going)
-    done.previous.append(_upsert_runs(con, runs, per_node, fresh=fresh))
-    if fresh[schema.SLURM_STEPS.name]:
-        append_rows(con, schema.SLURM_STEPS, batch.steps)
+    batch = prep.batch
+    done.latest = prep.latest
+    if prep.runs_arrow is not None and prep.per_node_arrow is not None:
+        append_rows(con, schema.SLURM_RUNS, prep.runs_arrow)
+        append_rows(con, schema.SLURM_NODE_ALLOCATIONS, prep.per_node_arrow)
+    else:
+        done.previous.append(_upsert_runs(con, prep.runs, prep.per_node, fresh=fresh))
+    if prep.steps_arrow is not None:
+        append_rows(con, schema.SLURM_STEPS, prep.steps_arrow)
     else:
         upsert_rows(con, schema.SLURM_STEPS, batch.steps,
                     key=("cluster", "step_job_id", "start"), atomic=False)  # fmt: skip
         done.step_keys.append(batch.steps.select("cluster", "step_job_id", "start").unique())
-    if not hold:
+    if prep.held is not None:
+        done.held.append(prep.held)
+    else:
         done.going.append(batch.runs.filter(pl.col("end").is_null())["run_key"])
     done.base_keys.append(batch.base_keys)
     done.rejects.extend(batch.rejects)
     done.runs += batch.runs.height
     done.steps += batch.steps.height
-    done.nodes += per_node.height
+    done.nodes += prep.per_node.height
     done.lines += batch.lines_read
 
 

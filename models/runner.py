@@ -41,7 +41,16 @@ def connect(db_path: Path, *, read_only: bool = False) -> Iterator[duckdb.DuckDB
 
 def ensure_schema(con: duckdb.DuckDBPyConnection, tables: Sequence[Table] = ALL_TABLES) -> None:
     """Create every known table that does not exist yet, and add the columns declared since an
-    older version created a table (one catalog read; an ALTER only for what is missing)."""
+    older version created a table (one catalog read; an ALTER only for what is missing).
+
+    One transaction: all of it or nothing, and one commit (on a new file each DDL statement
+    committed alone cost a sync each: 0.1–0.45 s against 0.05 s).
+    """
+    with transaction(con):
+        _ensure_schema(con, tables)
+
+
+def _ensure_schema(con: duckdb.DuckDBPyConnection, tables: Sequence[Table]) -> None:
     _migrate(con)
     for t in tables:
         con.execute(t.ddl())
@@ -114,17 +123,29 @@ def replace_rows(
     return append_rows(con, target, frame)
 
 
-def append_rows(con: duckdb.DuckDBPyConnection, target: Table, frame: pl.DataFrame) -> int:
+def append_rows(con: duckdb.DuckDBPyConnection, target: Table,
+                frame: pl.DataFrame | pa.Table) -> int:  # fmt: skip
     """Insert ``frame`` (the columns of ``target``, by name) as it is: one Arrow scan, no delete.
 
-    Joins whatever transaction is open on ``con``.
+    ``frame`` may already be :func:`ledger_arrow` of the frame (made in another thread). Joins
+    whatever transaction is open on ``con``.
     """
-    if frame.height == 0:
+    table = frame if isinstance(frame, pa.Table) else ledger_arrow(target, frame)
+    if table.num_rows == 0:
         return 0
     # the relation API, not a registered view: DuckDB keeps a registered Arrow table alive until
     # the transaction ends, so a long transaction of many appends would hold them all
-    con.from_arrow(_row_group_batches(frame.select(target.column_names))).insert_into(target.name)
-    return frame.height
+    con.from_arrow(table).insert_into(target.name)
+    return table.num_rows
+
+
+def ledger_arrow(target: Table, frame: pl.DataFrame) -> pa.Table:
+    """``frame``'s columns of ``target``, as the Arrow table :func:`append_rows` inserts."""
+    missing = [c for c in target.column_names if c not in frame.columns]
+    if missing:
+        msg = f"expected the columns {missing} of {target.name}, found {frame.columns}"
+        raise ValueError(msg)
+    return _row_group_batches(frame.select(target.column_names))
 
 
 #: DuckDB's row group size: one Arrow record batch per row group lets its threads scan, compress
