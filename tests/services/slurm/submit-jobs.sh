@@ -84,6 +84,14 @@ EOF
 chmod 755 "$J"/*.sh
 
 # ---- submit ---------------------------------------------------------------------------------
+# sreport reads hourly rollups. A job set that straddled an hour boundary once left sreport's
+# account rows at 0 after the forced rollup; the set takes ~1.5-2 min, so when the hour ends
+# within 4 min, start in the next one.
+left=$(( 3600 - $(date +%s) % 3600 ))
+if [ "$left" -lt 240 ]; then
+  log "the hour ends in $left s: waiting for the next one"
+  sleep $(( left + 2 ))
+fi
 WINDOW_START=$(( $(date +%s) - 1 ))
 printf 'kind\tjobid\tuser\taccount\tnote\n' >"$MAN"
 # the time-limit job first: it is the critical path (ends 60-90 s after it starts)
@@ -169,11 +177,14 @@ for attempt in 1 2 3 4 5; do
   sacctmgr -i rollup "$RS" "$RE" >/dev/null
   alloc=$(sreport -n -P -t seconds -T gres/gpu cluster utilization start="$RS" end="$RE" \
             format=Allocated | head -1)
-  [ "${alloc:-0}" -gt 0 ] 2>/dev/null && break
-  [ "$attempt" -lt 5 ] || die "sreport shows no allocated GPU time after rollup $RS $RE"
+  # the per-account rollup too: the tests compare against AccountUtilizationByUser
+  used=$(sreport -n -P -t seconds -T gres/gpu cluster AccountUtilizationByUser start="$RS" \
+           end="$RE" | awk -F'|' '{ s += $NF } END { print s + 0 }')
+  [ "${alloc:-0}" -gt 0 ] 2>/dev/null && [ "${used:-0}" -gt 0 ] 2>/dev/null && break
+  [ "$attempt" -lt 5 ] || die "sreport shows no GPU time (cluster $alloc s, accounts $used s) after rollup $RS $RE"
   sleep 1
 done
-log "rollup $RS .. $RE done; sreport allocated gres/gpu = $alloc s"
+log "rollup $RS .. $RE done; sreport gres/gpu: allocated $alloc s, accounts $used s"
 
 cat >"$OUT/window.env" <<EOF
 CLUSTER=$CLUSTER
