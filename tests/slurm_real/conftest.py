@@ -10,7 +10,8 @@ skips, unless GPULEDGER_REQUIRE_SERVICES=1 (set in CI): then it fails.
 The state folder (GPULEDGER_SLURM_DIR, default /tmp/gpuledger-slurm) is wiped at start, so
 the accounting DB holds only this session's jobs. Set GPULEDGER_SLURM_KEEP=1 to leave the
 cluster running after the session (debugging).
-Costs about 1.5-2 min per session on a 2-core machine.
+Costs about 1.5-2 min per session on a 2-core machine (up to 4 min more when it starts in the
+last 4 minutes of an hour: the job set waits for the next hour, see submit-jobs.sh).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 # every job to its end state (completed, failed, timeout, requeued, cancelled), then force
 # the accounting rollup so that sreport has data. Takes ~1.5 min: the TIMEOUT job dominates
 # (limits are whole minutes; slurmctld checks them only every 30 s), everything else runs
-# next to it.
+# next to it. Started in the last 4 minutes of an hour, it first waits for the next hour.
 #
 #   tests/services/slurm/submit-jobs.sh [OUT_DIR]      (default $GPULEDGER_SLURM_DIR/out)
 #
