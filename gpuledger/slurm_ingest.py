@@ -279,7 +279,7 @@ def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter:
         batches = iter_sacct_batches(path, delimiter=delimiter, timezone=timezone,
                                      source_file=source_file)  # fmt: skip
         # runs still going are held back only when nothing of theirs can already be there
-        hold = (HOLD_GOING and given is None and fresh[schema.SLURM_RUNS.name]
+        hold = (given is None and fresh[schema.SLURM_RUNS.name]
                 and fresh[schema.SLURM_NODE_ALLOCATIONS.name])
         prepared = _prepare(batches, given, models, fresh, hold=hold)
         if PREFETCH:
@@ -312,8 +312,6 @@ def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter:
 
 #: Parse the next batch in a thread while this one loads.
 PREFETCH = True
-#: Into a fresh table, append runs still going last (see :class:`_Streamed`) instead of updating.
-HOLD_GOING = True
 #: Leave one core to the parsing thread while DuckDB loads (DuckDB's threads minus one).
 SPARE_PARSER_CORE = True
 #: DuckDB buffers this much of a transaction's appended row groups before compressing and

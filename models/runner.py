@@ -8,7 +8,7 @@ that is swapped in atomically after each successful write.
 import os
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -111,16 +111,11 @@ def replace_rows(
     the same call twice leaves the table unchanged. ``atomic=False`` joins the caller's
     :func:`transaction` instead of opening one.
     """
-    missing = [c for c in target.column_names if c not in frame.columns]
-    if missing:
-        msg = f"expected columns {target.column_names} for {target.name}, found {frame.columns}"
-        raise ValueError(msg)
-    if atomic:
-        with transaction(con):
-            return replace_rows(con, target, frame, where=where, params=params, atomic=False)
-    if where.strip().upper() != "FALSE":
-        con.execute(f"DELETE FROM {target.name} WHERE {where}", list(params))
-    return append_rows(con, target, frame)
+    table = ledger_arrow(target, frame)  # a frame missing columns fails before the delete
+    with transaction(con) if atomic else nullcontext(con):
+        if where.strip().upper() != "FALSE":
+            con.execute(f"DELETE FROM {target.name} WHERE {where}", list(params))
+        return append_rows(con, target, table)
 
 
 def append_rows(con: duckdb.DuckDBPyConnection, target: Table,
@@ -143,7 +138,8 @@ def ledger_arrow(target: Table, frame: pl.DataFrame) -> pa.Table:
     """``frame``'s columns of ``target``, as the Arrow table :func:`append_rows` inserts."""
     missing = [c for c in target.column_names if c not in frame.columns]
     if missing:
-        msg = f"expected the columns {missing} of {target.name}, found {frame.columns}"
+        msg = (f"expected columns {target.column_names} for {target.name} (missing {missing}), "
+               f"found {frame.columns}")
         raise ValueError(msg)
     return _row_group_batches(frame.select(target.column_names))
 
