@@ -52,7 +52,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from connectors.errors import rejects_frame
+from connectors.errors import Reject, rejects_frame
 from connectors.kubernetes.dcgm import gpu_busy_seconds_daily, gpu_utilization
 from connectors.kubernetes.ksm import (
     GPU_RESOURCE,
@@ -64,7 +64,7 @@ from connectors.kubernetes.ksm import (
 )
 from connectors.kubernetes.kueue_metrics import KueueMetrics, read_kueue_metrics
 from connectors.kubernetes.prometheus import MetricsSource
-from connectors.kubernetes.records import TS, label
+from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA, TS, empty, label
 from connectors.kubernetes.workload_snapshot import read_workload_snapshot
 from gpuledger.service import LoadResult
 from gpuledger.timewindows import daily_windows  # noqa: F401
@@ -102,6 +102,14 @@ class KubernetesLoad:
     busy_days: int
     kueue_rows: int
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    # samples read but not usable, per (component, reason); kept in k8s_rejects
+    rejected: tuple[tuple[str, str, int], ...] = field(default_factory=tuple)
+    # lines of an OpenMetrics file that could not be parsed; kept in rejects
+    rejected_lines: int = 0
+
+    @property
+    def rejected_samples(self) -> int:
+        return sum(n for _, _, n in self.rejected)
 
     @property
     def rows(self) -> int:
@@ -116,8 +124,12 @@ class KubernetesLoad:
             f"{self.window_end:%Y-%m-%d %H:%M}: {self.pods} GPU pods in {self.pod_intervals} "
             f"intervals, {self.node_intervals} node capacity intervals, {self.utilization_rows} "
             f"GPU-minute rows, {self.busy_days} GPU-days busy, {self.kueue_rows} Kueue rows "
-            f"(scrape interval {interval}), {len(self.warnings)} warnings"
+            f"(scrape interval {interval}), {len(self.warnings)} warnings, "
+            f"{self.rejected_samples} samples rejected"
+            + (f", {self.rejected_lines} unreadable lines" if self.rejected_lines else "")
         )
+        for component, reason, n in self.rejected:
+            text += f"\n  rejected {n} {component} samples: {reason}"
         for w in self.warnings[:max_warnings]:
             text += f"\n  warning: {w}"
         if len(self.warnings) > max_warnings:
@@ -413,6 +425,8 @@ class _Read:
     util_span: tuple[datetime, datetime]
     busy_days: tuple[date, date]
     kueue_span: tuple[datetime, datetime]
+    rejects: pl.DataFrame  # SAMPLE_REJECT_SCHEMA
+    line_rejects: list[Reject]  # unreadable lines of an OpenMetrics file
 
 
 def read_kubernetes_window(
@@ -449,15 +463,18 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
         lookback = 2 * interval
 
     ksm_notes: list[str] = []
-    pods = pod_gpu_allocations(memo, start, end, scrape_interval=interval, notes=ksm_notes)
-    capacity = node_gpu_capacity(memo, start, end, scrape_interval=interval, notes=ksm_notes)
+    sink: list[pl.DataFrame] = []
+    pods = pod_gpu_allocations(memo, start, end, scrape_interval=interval, notes=ksm_notes,
+                               rejects=sink)
+    capacity = node_gpu_capacity(memo, start, end, scrape_interval=interval, notes=ksm_notes,
+                                 rejects=sink)
     warnings += [("ksm", n) for n in dict.fromkeys(ksm_notes)]
     warnings += [("ksm", n) for n in _label_warnings(pods)]
     uids = pods["uid"].drop_nulls().unique().sort().to_list()
     phases = _terminal_phases(memo, uids, start, end + lookback)
 
     u0, u1 = floor_to(start, GRAIN), ceil_to(end, GRAIN)
-    utilization, util_warn = gpu_utilization(memo, u0, u1, grain=GRAIN)
+    utilization, util_warn = gpu_utilization(memo, u0, u1, grain=GRAIN, rejects=sink)
     d0 = floor_to(start, timedelta(days=1))
     d1 = ceil_to(end, timedelta(days=1))
     busy, busy_warn = gpu_busy_seconds_daily(memo, d0, d1, scrape_interval=None)
@@ -466,7 +483,8 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
     # whole UTC days: the gauge readers let a read's last sample stand only up to the read's
     # end, so reads cut elsewhere than at midnight would give other workload_seconds
     k0, k1 = d0, d1
-    kueue = read_kueue_metrics(memo, k0, k1, window=KUEUE_WINDOW, lookback=lookback)
+    kueue = read_kueue_metrics(memo, k0, k1, window=KUEUE_WINDOW, lookback=lookback,
+                               rejects=sink)
     warnings += [("kueue", w) for w in dict.fromkeys(kueue.warnings)]
     server = getattr(source, "warnings", None)
     if isinstance(server, list):
@@ -475,8 +493,12 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
     if interval is None:
         warnings.append(("ksm", "scrape interval unknown (no kube_node_status_capacity or GPU "
                                 "pod samples): intervals use each series' own spacing"))
+    rejects = (pl.concat(sink, how="vertical_relaxed").unique(maintain_order=True) if sink
+               else empty(SAMPLE_REJECT_SCHEMA))
+    line_rejects = list(getattr(source, "rejects", None) or [])
     return _Read(pods, phases, capacity, utilization, busy, kueue, warnings, interval,
-                 (u0, u1), (d0.date(), (d1 - timedelta(days=1)).date()), (k0, k1))
+                 (u0, u1), (d0.date(), (d1 - timedelta(days=1)).date()), (k0, k1),
+                 rejects, line_rejects)
 
 
 def ingest_kubernetes_window(
@@ -547,6 +569,12 @@ def ingest_kubernetes_window(
                               window_start=start, window_end=end),
                      where="cluster = ? AND window_start = ? AND window_end = ?",
                      params=(cluster, start, end), atomic=False)
+        replace_rows(con, schema.K8S_REJECTS,
+                     _conform(read.rejects, schema.K8S_REJECTS, cluster=cluster,
+                              window_start=start, window_end=end),
+                     where="cluster = ? AND window_start = ? AND window_end = ?",
+                     params=(cluster, start, end), atomic=False)
+        _store_line_rejects(con, read.line_rejects, source)
         kueue_rows = sum(f.height for _, f in kueue_frames)
         load = KubernetesLoad(
             cluster=cluster, window_start=start, window_end=end,
@@ -555,13 +583,35 @@ def ingest_kubernetes_window(
             node_intervals=read.capacity.height, utilization_rows=read.utilization.height,
             busy_days=read.busy.height, kueue_rows=kueue_rows,
             warnings=tuple(warning_rows["message"].to_list()),
+            rejected=_reject_counts(read.rejects),
+            rejected_lines=len(read.line_rejects),
         )
         record_ingest(
             con, source=INGEST_SOURCE, partition_key=f"{cluster}/{start:%Y-%m-%dT%H:%M:%S}",
             window_start=start, window_end=end, rows_loaded=load.rows,
+            rows_rejected=load.rejected_samples + load.rejected_lines,
             detail=f"{len(load.warnings)} warnings", atomic=False,
         )
     return load
+
+
+def _reject_counts(rejects: pl.DataFrame) -> tuple[tuple[str, str, int], ...]:
+    if rejects.height == 0:
+        return ()
+    counts = rejects.group_by(["component", "reason"]).len().sort(["component", "reason"])
+    return tuple((c, r, int(n)) for c, r, n in counts.iter_rows())
+
+
+def _store_line_rejects(con: duckdb.DuckDBPyConnection, rejects: list[Reject],
+                        source: MetricsSource) -> None:
+    """An OpenMetrics file's unreadable lines, replacing what an earlier read of it stored."""
+    path = getattr(source, "path", None)
+    if path is None:
+        return
+    name = str(Path(path).resolve())
+    replace_rows(con, schema.REJECTS, rejects_frame(rejects),
+                 where="source = 'openmetrics' AND source_file = ?", params=(name,),
+                 atomic=False)
 
 
 def default_cluster(con: duckdb.DuckDBPyConnection) -> str:

@@ -640,6 +640,25 @@ K8S_INGEST_WARNINGS = Table(
     "spellings, exporter label situations, server warnings.",
 )
 
+K8S_REJECTS = Table(
+    "k8s_rejects",
+    (
+        ("cluster", "VARCHAR"),
+        ("window_start", "TIMESTAMP"),
+        ("window_end", "TIMESTAMP"),
+        ("component", "VARCHAR"),
+        ("metric", "VARCHAR"),
+        ("reason", "VARCHAR"),
+        ("series", "VARCHAR"),
+        ("ts", "TIMESTAMP"),
+        ("value", "DOUBLE"),
+    ),
+    key=("cluster", "window_start", "series", "ts"),
+    doc="Samples a Kubernetes ingest window read but could not use (no key label, NaN or ±Inf, "
+    "a bucket without a numeric le, a Running pod without a node, …), each with its series as "
+    "JSON labels: kept and counted per reason, never dropped. Replaced with the window.",
+)
+
 KUBERNETES_TABLES: tuple[Table, ...] = (
     K8S_POD_ALLOCATION_PIECES,
     K8S_POD_ALLOCATIONS,
@@ -656,6 +675,7 @@ KUBERNETES_TABLES: tuple[Table, ...] = (
     KUEUE_QUEUE_RESOURCES,
     KUEUE_WORKLOADS,
     K8S_INGEST_WARNINGS,
+    K8S_REJECTS,
 )
 
 CHARGEBACK = Table(

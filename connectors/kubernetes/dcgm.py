@@ -228,6 +228,7 @@ def gpu_utilization(
     end: datetime,
     *,
     grain: timedelta = timedelta(minutes=1),
+    rejects: list[pl.DataFrame] | None = None,
 ) -> tuple[pl.DataFrame, list[str]]:
     """Per-GPU busy fractions per `grain` bucket and holder (``GPU_UTILIZATION_SCHEMA``).
 
@@ -270,6 +271,7 @@ def gpu_busy_seconds_daily(
     end: datetime,
     *,
     scrape_interval: timedelta | None = None,
+    rejects: list[pl.DataFrame] | None = None,
 ) -> tuple[pl.DataFrame, list[str]]:
     """Busy GPU-seconds per GPU per UTC day (``GPU_BUSY_DAILY_SCHEMA``), for comparison with truth.
 

@@ -280,6 +280,7 @@ def pod_gpu_allocations(
     scrape_interval: timedelta | None = None,
     resource: str = GPU_RESOURCE,
     notes: list[str] | None = None,
+    rejects: list[pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """One row per GPU allocation interval per pod uid (``POD_GPU_ALLOCATION_SCHEMA``).
 
@@ -342,6 +343,7 @@ def node_gpu_capacity(
     scrape_interval: timedelta | None = None,
     resource: str = GPU_RESOURCE,
     notes: list[str] | None = None,
+    rejects: list[pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """GPU capacity per node over time (``NODE_GPU_CAPACITY_SCHEMA``), same interval convention.
 

@@ -466,6 +466,7 @@ def read_kueue_metrics(
     window: timedelta = DEFAULT_WINDOW,
     lookback: timedelta = DEFAULT_LOOKBACK,
     resource: str = GPU_RESOURCE,
+    rejects: list[pl.DataFrame] | None = None,
 ) -> KueueMetrics:
     """Everything above for one period, sharing one read of the presence gauge."""
     start, end = utc_naive(start), utc_naive(end)

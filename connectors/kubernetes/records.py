@@ -7,6 +7,8 @@ a label a series does not carry is null (Prometheus drops ``label=""`` on ingest
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 
 TS = pl.Datetime("us")
@@ -140,6 +142,60 @@ KUEUE_QUEUE_RESOURCE_SCHEMA = {
     "last": pl.Float64,
     "samples": pl.Int64,
 }
+
+
+# --------------------------------------------------------------------------- rejected samples
+
+# A sample the readers could parse but cannot use (no key label, NaN or ±Inf where a count is
+# needed, a histogram bucket without a numeric ``le``, a Running pod without a node …). Nothing
+# is dropped silently: every reader that skips samples returns them in this shape, the ingest
+# stores them in ``k8s_rejects`` and counts them per (component, reason) in its result.
+SAMPLE_REJECT_SCHEMA = {
+    "component": pl.String,  # ksm | dcgm | kueue | prometheus
+    "metric": pl.String,  # the series' __name__
+    "reason": pl.String,  # short and stable, so it can be counted: "expected a uid label, …"
+    "series": pl.String,  # the series' labels as a JSON object (sorted keys, nulls left out)
+    "ts": TS,
+    "value": pl.Float64,
+}
+
+
+def sample_rejects(frame: pl.DataFrame, component: str, reason: str) -> pl.DataFrame:
+    """The rows of a raw-sample frame (``ts``, ``value``, label columns) as rejects.
+
+    One reject per sample, with the series' labels folded into JSON so an operator can find the
+    series again (``{__name__="…", …}``).
+    """
+    if frame.height == 0:
+        return empty(SAMPLE_REJECT_SCHEMA)
+    labels = sorted(c for c in frame.columns
+                    if c not in ("ts", "value") and (c == "__name__" or not c.startswith("_")))
+    # JSON per distinct label set (few), joined back: rejects are rare, series names exact
+    ids = frame.select([pl.col(c).cast(pl.String) for c in labels]).unique(maintain_order=True)
+    texts = [json.dumps({k: v for k, v in row.items() if v is not None}, sort_keys=True)
+             for row in ids.iter_rows(named=True)]
+    ids = ids.with_columns(pl.Series("_series", texts, dtype=pl.String))
+    frame = frame.with_columns([pl.col(c).cast(pl.String) for c in labels]).join(
+        ids, on=labels, how="left", nulls_equal=True) if labels else frame.with_columns(
+        _series=pl.lit("{}"))
+    series = pl.col("_series")
+    return frame.select(
+        pl.lit(component, dtype=pl.String).alias("component"),
+        (pl.col("__name__").cast(pl.String) if "__name__" in frame.columns
+         else pl.lit(None, dtype=pl.String)).alias("metric"),
+        pl.lit(reason, dtype=pl.String).alias("reason"),
+        series.alias("series"),
+        (pl.col("ts").cast(TS) if "ts" in frame.columns else pl.lit(None, dtype=TS)).alias("ts"),
+        (pl.col("value").cast(pl.Float64) if "value" in frame.columns
+         else pl.lit(None, dtype=pl.Float64)).alias("value"),
+    )
+
+
+def keep_rejects(sink: list[pl.DataFrame] | None, frame: pl.DataFrame, component: str,
+                 reason: str) -> None:
+    """Append `frame`'s samples to `sink` as rejects (no-op for an empty frame or no sink)."""
+    if sink is not None and frame.height:
+        sink.append(sample_rejects(frame, component, reason))
 
 
 def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
