@@ -20,6 +20,7 @@ from connectors.kubernetes.workload_api import fetch_workload_snapshot
 from connectors.slurm.commands import CommandRunner
 from gpuledger import k8s_ingest, scontrol_ingest, service, slurm_ingest
 from gpuledger.config import Settings, load_settings
+from gpuledger.nodenames import set_node_aliases
 from gpuledger.progress import Progress
 from gpuledger.simulate.cli_args import add_arguments as add_simulate_arguments
 from gpuledger.simulate.cli_args import run_from_args as run_simulation
@@ -31,6 +32,9 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 BUILD_CHUNK_DAYS = 7
+# commands that load sources: the configured node aliases are put in the ledger first
+WRITING_COMMANDS = frozenset({"import-sacct", "import-scontrol", "import-workloads",
+                              "import-identity", "load-world", "ingest"})
 
 
 
@@ -446,6 +450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = load_settings(Path(args.config) if args.config else None, db=args.db)
+        if settings.node_aliases and args.command in WRITING_COMMANDS:
+            with connect(settings.db) as con:
+                set_node_aliases(con, settings.node_aliases)
         return args.handler(args, settings)
     except (SourceError, FileNotFoundError, ValueError) as exc:
         print(f"gpuledger {args.command}: error: {exc}", file=sys.stderr)

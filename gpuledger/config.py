@@ -31,10 +31,20 @@ class Settings:
     prometheus_url: str = ""
     identity_map: Path | None = None
     rate_card: Path | None = None
+    # raw node name as a source prints it -> canonical name (gpuledger/nodenames.py)
+    node_aliases: dict[str, str] = field(default_factory=dict)
     extra: dict[str, object] = field(default_factory=dict)
 
 
 def _coerce(name: str, value: object) -> object:
+    if name == "node_aliases":
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and v.strip()
+                for k, v in value.items()):
+            msg = ("expected node_aliases as a table of \"raw name\" = \"canonical name\", "
+                   f"found {value!r}")
+            raise ValueError(msg)
+        return dict(value)
     if name in {"db", "sample_data", "reports_dir", "identity_map", "rate_card"} and value:
         return Path(str(value))
     return value

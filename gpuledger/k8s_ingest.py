@@ -66,6 +66,7 @@ from connectors.kubernetes.kueue_metrics import KueueMetrics, read_kueue_metrics
 from connectors.kubernetes.prometheus import MetricsSource
 from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA, TS, empty, label
 from connectors.kubernetes.workload_snapshot import read_workload_snapshot
+from gpuledger.nodenames import NodeNamer, load_namer, record_names
 from gpuledger.service import LoadResult
 from gpuledger.timewindows import daily_windows  # noqa: F401
 from gpuledger.timewindows import utc_naive as _utc_naive
@@ -523,8 +524,10 @@ def ingest_kubernetes_window(
     if lookback <= timedelta(0):
         msg = f"expected a positive look-back, found {lookback}"
         raise ValueError(msg)
+    namer = load_namer(con)
     read = read_kubernetes_window(source, start, end, lookback=lookback,
                                   scrape_interval=scrape_interval)
+    read = _canonical_nodes(read, namer)
     k = read.kueue
     kueue_frames = (
         (schema.KUEUE_COUNTERS, k.counters),
@@ -538,6 +541,7 @@ def ingest_kubernetes_window(
         schema={"component": pl.String, "message": pl.String},
     ).unique(maintain_order=True)
     with transaction(con):
+        record_names(con, namer, INGEST_SOURCE)
         replace_window_intervals(
             con, schema.K8S_POD_ALLOCATION_PIECES, schema.K8S_POD_ALLOCATIONS, read.pods,
             cluster=cluster, start=start, end=end, entity=POD_ENTITY, same=POD_SAME,
@@ -593,6 +597,20 @@ def ingest_kubernetes_window(
             detail=f"{len(load.warnings)} warnings", atomic=False,
         )
     return load
+
+
+def _canonical_nodes(read: _Read, namer: NodeNamer) -> _Read:
+    """Every node name of the window in its canonical form (gpuledger/nodenames.py), before
+    anything is written or merged: the merge keys must be the stored names."""
+    out = replace(
+        read,
+        pods=namer.canonical_frame(read.pods),
+        capacity=namer.canonical_frame(read.capacity),
+        utilization=namer.canonical_frame(read.utilization),
+        busy=namer.canonical_frame(read.busy),
+    )
+    out.warnings.extend(("nodes", w) for w in dict.fromkeys(namer.warnings))
+    return out
 
 
 def _reject_counts(rejects: pl.DataFrame) -> tuple[tuple[str, str, int], ...]:

@@ -18,8 +18,9 @@ from connectors.errors import Reject, SourceError, rejects_frame
 from connectors.kubernetes.workload_snapshot import read_workload_snapshot
 from connectors.reference_files import read_accounts, read_identity_map, read_nodes, read_rate_card
 from connectors.textfiles import file_digest
+from gpuledger.nodenames import load_namer, record_names
 from models import schema
-from models.runner import read_snapshot, record_ingest, replace_rows
+from models.runner import read_snapshot, record_ingest, replace_rows, transaction
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,12 @@ class LoadResult:
     source: str
     rows: int
     rejects: tuple[Reject, ...] = field(default_factory=tuple)
+    warnings: tuple[str, ...] = field(default_factory=tuple)
 
     def summary(self) -> str:
         text = f"{self.source}: {self.rows} rows loaded, {len(self.rejects)} rejected"
+        for w in self.warnings:
+            text += f"\n  warning: {w}"
         for r in self.rejects[:5]:
             text += f"\n  rejected {r.describe()}"
         if len(self.rejects) > 5:
@@ -113,12 +117,17 @@ def import_nodes(con: duckdb.DuckDBPyConnection, path: Path, cluster: str) -> Lo
     """Replace the GPU inventory of ``cluster`` with the rows of ``path``."""
     frame, rejects = read_nodes(path)
     frame = frame.with_columns(pl.lit(cluster).alias("cluster"))
-    replace_rows(con, schema.NODES, frame, where="cluster = ?", params=(cluster,))
+    namer = load_namer(con)
+    frame = namer.canonical_frame(frame)
+    with transaction(con):
+        record_names(con, namer, "nodes")
+        replace_rows(con, schema.NODES, frame, where="cluster = ?", params=(cluster,),
+                     atomic=False)
     _store_rejects(con, "nodes", path, rejects)
     _register_file(con, "nodes", path, frame.height + len(rejects))
     record_ingest(con, source="nodes", partition_key=cluster, window_start=None,
                   window_end=None, rows_loaded=frame.height, rows_rejected=len(rejects))
-    return LoadResult("nodes", frame.height, tuple(rejects))
+    return LoadResult("nodes", frame.height, tuple(rejects), tuple(namer.warnings))
 
 
 def import_workloads(con: duckdb.DuckDBPyConnection, path: Path) -> LoadResult:

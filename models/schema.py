@@ -125,6 +125,31 @@ KUEUE_WORKLOADS_RAW = Table(
     doc="Kueue Workload objects as loaded from a snapshot, one row per workload.",
 )
 
+NODE_ALIASES = Table(
+    "node_aliases",
+    (
+        ("alias", "VARCHAR"),
+        ("canonical", "VARCHAR"),
+    ),
+    key=("alias",),
+    doc="The site's node name aliases (raw name as a source prints it -> canonical name), "
+    "from the config's node_aliases; the first rule of gpuledger/nodenames.py.",
+)
+
+NODE_NAMES = Table(
+    "node_names",
+    (
+        ("raw", "VARCHAR"),
+        ("canonical", "VARCHAR"),
+        ("rule", "VARCHAR"),
+        ("source", "VARCHAR"),
+        ("first_seen_at", "TIMESTAMP"),
+    ),
+    key=("raw",),
+    doc="Every node name a source printed, once, with the canonical name every table uses "
+    "and the rule that decided it (alias, short_name, as_is, kept_whole).",
+)
+
 REJECTS = Table(
     "rejects",
     (
@@ -907,6 +932,8 @@ ALL_TABLES: tuple[Table, ...] = (
     GPU_USAGE_DAILY,
     NODE_USAGE_DAILY,
     REJECTS,
+    NODE_ALIASES,
+    NODE_NAMES,
     SLURM_RUNS,
     SLURM_STEPS,
     SLURM_NODE_ALLOCATIONS,
