@@ -154,11 +154,17 @@ def read_world(world_dir: Path) -> dict[str, object]:
 def run_sql(db_path: Path, query: str) -> str:
     """Run a read-only query against the published snapshot; CSV with a header."""
     with read_snapshot(db_path) as con:
-        rel = con.sql(query)
-        if rel is None:
-            return ""
-        columns = rel.columns
-        rows = rel.fetchall()
+        try:
+            rel = con.sql(query)
+            if rel is None:
+                return ""
+            columns = rel.columns
+            rows = rel.fetchall()
+        except duckdb.Error as exc:
+            # the reader is confined (models.runner.read_snapshot): writes, files and settings
+            # end here, as does plain bad SQL
+            msg = f"expected a read-only query on the published ledger, found: {exc}"
+            raise ValueError(msg) from exc
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)

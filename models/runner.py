@@ -25,6 +25,10 @@ def snapshot_path(db_path: Path) -> Path:
     return db_path.with_name(f"{db_path.stem}.serving.duckdb")
 
 
+#: DuckDB settings of every reader we open: the snapshot and nothing else, settings locked.
+CONFINED_READER = {"enable_external_access": False, "lock_configuration": True}
+
+
 @contextmanager
 def connect(db_path: Path, *, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     """Open the ledger (creating its folder and schema when writable) and always close it."""
@@ -259,7 +263,10 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, db_path: Path) -> Path:
 
 @contextmanager
 def read_snapshot(db_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A short-lived read-only connection to the published snapshot (never the live ledger)."""
+    """A short-lived read-only connection to the published snapshot (never the live ledger),
+    confined to it: no file access (``COPY … TO``, ``read_text``, ``glob``, ``ATTACH``,
+    ``INSTALL``/``LOAD``) and no setting changes, whatever SQL a reader sends. An operator who
+    needs files uses the ``duckdb`` CLI on the snapshot, deliberately."""
     target = snapshot_path(db_path)
     if not target.exists():
         msg = (
@@ -267,5 +274,8 @@ def read_snapshot(db_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
             "run `gpuledger build` (or `make demo`) first"
         )
         raise FileNotFoundError(msg)
-    with connect(target, read_only=True) as con:
+    con = duckdb.connect(str(target), read_only=True, config=CONFINED_READER)
+    try:
         yield con
+    finally:
+        con.close()
