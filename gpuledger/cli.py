@@ -26,7 +26,7 @@ from gpuledger.simulate.cli_args import add_arguments as add_simulate_arguments
 from gpuledger.simulate.cli_args import run_from_args as run_simulation
 from models import build
 from models.incidents import DEFAULT_IDLE_MIN_MINUTES, DEFAULT_IDLE_THRESHOLD, build_incidents
-from models.runner import connect, publish_snapshot
+from models.runner import LedgerIncomplete, connect, publish_snapshot
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -275,6 +275,7 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
             return EXIT_OK
         days = (last - first).days + 1
         print(f"building {days} day(s) {first} .. {last}", file=sys.stderr)
+        build.begin_build(con, first, last)  # publishing waits until every table is rebuilt
         # a week at a time: bounded memory on a year's backfill, and a progress bar to watch
         chunks = [(a, min(a + timedelta(days=BUILD_CHUNK_DAYS - 1), last))
                   for a in (first + timedelta(days=d) for d in range(0, days, BUILD_CHUNK_DAYS))]
@@ -290,6 +291,7 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
                           f"chargeback: {lines} lines (day, week, month)\n  {found.summary()}")
             progress.advance()
         progress.finish()
+        build.finish_build(con, first, last)
         publish_snapshot(con, settings.db)
     return EXIT_OK
 
@@ -445,17 +447,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def ledger_error(exc: duckdb.Error, args: argparse.Namespace, settings: Settings | None) -> str:
+    """One line a person can act on for a DuckDB failure (lock conflict, full disk, …)."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "lock" in text.lower() and "conflicting lock" in str(exc).lower():
+        db = settings.db if settings is not None else args.db
+        holder = str(exc).split("(PID", 1)[-1].split(")", 1)[0].strip() if "(PID" in str(exc) \
+            else "unknown"
+        return (f"another process holds the ledger {db} for writing (pid {holder}); "
+                "one writer at a time: wait for it to finish, or stop it")
+    if "No space left" in str(exc):
+        return f"the disk is full: {text}; nothing of this command was committed"
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    settings: Settings | None = None
     try:
         settings = load_settings(Path(args.config) if args.config else None, db=args.db)
         if settings.node_aliases and args.command in WRITING_COMMANDS:
             with connect(settings.db) as con:
                 set_node_aliases(con, settings.node_aliases)
         return args.handler(args, settings)
-    except (SourceError, FileNotFoundError, ValueError) as exc:
+    except (SourceError, FileNotFoundError, ValueError, LedgerIncomplete) as exc:
         print(f"gpuledger {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except duckdb.Error as exc:
+        print(f"gpuledger {args.command}: error: {ledger_error(exc, args, settings)}",
+              file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        print(f"gpuledger {args.command}: error: {exc.strerror or exc} "
+              f"({exc.filename or 'no file named'})", file=sys.stderr)
         return EXIT_ERROR
 
 

@@ -4,15 +4,38 @@ Every write is a partition-scoped delete+insert in one transaction, so re-buildi
 nothing when its inputs did not change.
 """
 
-from datetime import date, datetime, timedelta
+import os
+import socket
+from datetime import UTC, date, datetime, timedelta
 
 import duckdb
 
 from models import load_sql
 from models.runner import transaction
+from models.schema import BUILDS_UNFINISHED
 
 # Domain staging models, unioned into the view stg_allocations (same column layout).
 STAGING_MODELS = ("stg_slurm_allocations", "stg_kubernetes_allocations")
+
+
+def begin_build(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date
+                ) -> datetime:  # fmt: skip
+    """Mark a build of ``first_day`` .. ``last_day`` as started (committed at once): until
+    :func:`finish_build`, the derived tables may disagree and publishing is refused."""
+    started = datetime.now(UTC).replace(tzinfo=None)
+    with transaction(con):
+        con.execute(f"INSERT INTO {BUILDS_UNFINISHED.name} VALUES (?, ?, ?, ?, ?)",
+                    [first_day, last_day, started, os.getpid(), socket.gethostname()])
+    return started
+
+
+def finish_build(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date) -> int:
+    """Every table of the days is rebuilt: clear the marks this build covers (its own and
+    those of earlier builds it repaired, which lie inside its days)."""
+    with transaction(con):
+        return con.execute(
+            f"DELETE FROM {BUILDS_UNFINISHED.name} WHERE first_day >= ? AND last_day <= ?",
+            [first_day, last_day]).fetchall()[0][0]
 
 
 def create_staging_view(con: duckdb.DuckDBPyConnection) -> None:

@@ -17,7 +17,15 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from models.schema import ALL_TABLES, ALL_VIEWS, CHARGEBACK, CHARGEBACK_VIEW, INGEST_RUNS, Table
+from models.schema import (
+    ALL_TABLES,
+    ALL_VIEWS,
+    BUILDS_UNFINISHED,
+    CHARGEBACK,
+    CHARGEBACK_VIEW,
+    INGEST_RUNS,
+    Table,
+)
 
 
 def snapshot_path(db_path: Path) -> Path:
@@ -245,20 +253,80 @@ def record_ingest(
     )
 
 
+class LedgerIncomplete(RuntimeError):
+    """The ledger holds a build that did not finish: publishing it would serve invoices that
+    disagree with the allocations."""
+
+
+def unfinished_builds(con: duckdb.DuckDBPyConnection) -> list[tuple]:
+    return con.execute(
+        f"SELECT first_day, last_day, started_at, pid, host FROM {BUILDS_UNFINISHED.name} "
+        "ORDER BY started_at").fetchall()
+
+
 def publish_snapshot(con: duckdb.DuckDBPyConnection, db_path: Path) -> Path:
-    """Copy the ledger to its read-only snapshot and swap it in atomically."""
+    """Copy the ledger to its read-only snapshot and swap it in atomically.
+
+    Refused (:class:`LedgerIncomplete`) while a build is unfinished: the previous snapshot stays.
+    A copy that fails is removed and the previous snapshot stays; copies left by killed
+    publishes (their process is gone) are removed first.
+    """
     target = snapshot_path(db_path)
+    unfinished = unfinished_builds(con)
+    if unfinished:
+        first, last, started, pid, host = unfinished[0]
+        msg = (f"expected a complete ledger to publish, found a build of {first} .. {last} "
+               f"started at {started:%Y-%m-%d %H:%M:%S} UTC (pid {pid} on {host}) that did not "
+               f"finish; the published snapshot was left as it was: run `gpuledger build` for "
+               f"those days (it repairs them)")
+        raise LedgerIncomplete(msg)
+    remove_stale_copies(target)
     tmp = target.with_name(f".{target.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp.duckdb")
     alias = f"snap_{uuid.uuid4().hex[:8]}"
     source_catalog = con.execute("SELECT current_database()").fetchone()[0]
-    con.execute(f"ATTACH '{tmp}' AS {alias}")
     try:
-        quoted = '"' + source_catalog.replace('"', '""') + '"'  # a file stem may hold '-'
-        con.execute(f"COPY FROM DATABASE {quoted} TO {alias}")
-    finally:
-        con.execute(f"DETACH {alias}")
-    tmp.replace(target)
+        con.execute(f"ATTACH '{_sql_literal(tmp)}' AS {alias}")
+        try:
+            quoted = '"' + source_catalog.replace('"', '""') + '"'  # a file stem may hold '-'
+            con.execute(f"COPY FROM DATABASE {quoted} TO {alias}")
+        finally:
+            con.execute(f"DETACH {alias}")
+        tmp.replace(target)
+    except BaseException:
+        _remove_copy(tmp)
+        raise
     return target
+
+
+def _sql_literal(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def _remove_copy(path: Path) -> None:
+    for leftover in (path, path.with_name(path.name + ".wal")):
+        leftover.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_copies(target: Path) -> list[Path]:
+    """Delete temporary copies of ``target`` whose publishing process is gone."""
+    removed = []
+    prefix = f".{target.stem}."
+    for path in target.parent.glob(f"{prefix}*.tmp.duckdb*"):
+        pid = path.name[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 @contextmanager

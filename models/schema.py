@@ -40,6 +40,21 @@ INGEST_RUNS = Table(
     doc="One row per successful load of a source partition; feeds the freshness line.",
 )
 
+BUILDS_UNFINISHED = Table(
+    "builds_unfinished",
+    (
+        ("first_day", "DATE"),
+        ("last_day", "DATE"),
+        ("started_at", "TIMESTAMP"),
+        ("pid", "BIGINT"),
+        ("host", "VARCHAR"),
+    ),
+    key=("first_day", "last_day", "started_at"),
+    doc="Builds that started and have not finished: while a row is here the derived tables "
+    "(allocations, usage, invoices, incidents) may disagree, and publishing is refused. The "
+    "next build of those days repairs them and removes the row.",
+)
+
 SOURCE_FILES = Table(
     "source_files",
     (
@@ -941,6 +956,7 @@ ALL_TABLES: tuple[Table, ...] = (
     SREPORT_UTILIZATION,
     SREPORT_ACCOUNT_USAGE,
     INGEST_RUNS,
+    BUILDS_UNFINISHED,
     SOURCE_FILES,
     NODES,
     IDENTITY_MAP,
