@@ -72,6 +72,7 @@ def read_csv_checked(
     if not path.is_file():
         msg = f"expected a {source} file at {path}, found none"
         raise SourceError(msg)
+    path = path.resolve()  # one name per file, however it was typed (rejects are keyed by it)
     rows: list[tuple[object, ...]] = []
     rejects: list[Reject] = []
     with path.open(newline="", encoding="utf-8") as fh:
@@ -105,9 +106,51 @@ def read_csv_checked(
                     rejects.append(Reject(source, str(path), line_no, col.name, str(exc), raw))
                     break
             else:
-                rows.append(tuple(parsed))
+                rows.append((*parsed, line_no, raw))
     schema = {c.name: c.dtype for c in columns}
-    return pl.DataFrame(rows, schema=schema, orient="row"), rejects
+    frame = pl.DataFrame(rows, schema={**schema, "_line": pl.Int64, "_raw": pl.String},
+                         orient="row")
+    return frame, rejects
+
+
+def _without_meta(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.drop("_line", "_raw")
+
+
+def check_validity(frame: pl.DataFrame, key: list[str], *, source: str, path: Path,
+                   rejects: list[Reject]) -> pl.DataFrame:
+    """Effective-dated rows: reject a range whose ``valid_from`` is not before ``valid_to``, an
+    exact duplicate, and a range overlapping an earlier line's for the same `key` (the earlier
+    line is kept: which of two overlapping rows applies would otherwise be a guess)."""
+    keep: list[int] = []
+    kept_ranges: dict[tuple, list[tuple[date | None, date | None, int]]] = {}
+    for row in frame.iter_rows(named=True):
+        start, end, line, raw = row["valid_from"], row["valid_to"], row["_line"], row["_raw"]
+        if start is not None and end is not None and start >= end:
+            rejects.append(Reject(source, str(path), line, "valid_to",
+                                  f"expected valid_to after valid_from {start}, found {end}",
+                                  raw))
+            continue
+        ident = tuple(row[c] for c in key)
+        clash = None
+        for other_start, other_end, other_line in kept_ranges.get(ident, []):
+            if ((end is None or other_start is None or other_start < end)
+                    and (other_end is None or start is None or start < other_end)):
+                clash = (other_start, other_end, other_line)
+                break
+        if clash is not None:
+            same = (clash[0], clash[1]) == (start, end)
+            described = ", ".join(f"{c}={row[c]!r}" for c in key)
+            reason = (f"expected one row per {described} and validity, found a duplicate of "
+                      f"line {clash[2]}" if same else
+                      f"expected validity not overlapping line {clash[2]} "
+                      f"({clash[0] or 'unbounded'} .. {clash[1] or 'unbounded'}) for "
+                      f"{described}, found {start or 'unbounded'} .. {end or 'unbounded'}")
+            rejects.append(Reject(source, str(path), line, "valid_from", reason, raw))
+            continue
+        kept_ranges.setdefault(ident, []).append((start, end, line))
+        keep.append(line)
+    return frame.filter(pl.col("_line").is_in(keep))
 
 
 IDENTITY_COLUMNS = [
@@ -149,7 +192,10 @@ NODE_COLUMNS = [
 def read_identity_map(path: Path) -> tuple[pl.DataFrame, list[Reject]]:
     """Read an identity map CSV (columns as in docs/contracts.md)."""
     frame, rejects = read_csv_checked(path, IDENTITY_COLUMNS, source="identity_map")
-    return frame.with_columns(
+    frame = check_validity(frame, ["source_kind", "key"], source="identity_map",
+                           path=path.resolve(), rejects=rejects)
+    rejects.sort(key=lambda r: r.line_no)
+    return _without_meta(frame).with_columns(
         pl.col(c).fill_null("") for c in ("person", "team", "cost_centre")
     ), rejects
 
@@ -157,16 +203,20 @@ def read_identity_map(path: Path) -> tuple[pl.DataFrame, list[Reject]]:
 def read_accounts(path: Path) -> tuple[pl.DataFrame, list[Reject]]:
     """Read the Slurm account tree (``account,parent``)."""
     frame, rejects = read_csv_checked(path, ACCOUNT_COLUMNS, source="slurm_accounts")
-    return frame.with_columns(pl.col("parent").fill_null("")), rejects
+    return _without_meta(frame).with_columns(pl.col("parent").fill_null("")), rejects
 
 
 def read_rate_card(path: Path) -> tuple[pl.DataFrame, list[Reject]]:
     """Read the rate card (effective-dated rate per GPU model, domain and QOS)."""
     frame, rejects = read_csv_checked(path, RATE_COLUMNS, source="rate_card")
-    return frame.with_columns(pl.col("domain", "qos").fill_null("")), rejects
+    frame = frame.with_columns(pl.col("domain", "qos").fill_null(""))
+    frame = check_validity(frame, ["gpu_model", "domain", "qos", "currency"],
+                           source="rate_card", path=path.resolve(), rejects=rejects)
+    rejects.sort(key=lambda r: r.line_no)
+    return _without_meta(frame).with_columns(pl.col("domain", "qos").fill_null("")), rejects
 
 
 def read_nodes(path: Path) -> tuple[pl.DataFrame, list[Reject]]:
     """Read the GPU inventory (one row per GPU)."""
     frame, rejects = read_csv_checked(path, NODE_COLUMNS, source="nodes")
-    return frame.with_columns(pl.col("slurm_partition").fill_null("")), rejects
+    return _without_meta(frame).with_columns(pl.col("slurm_partition").fill_null("")), rejects

@@ -1,5 +1,6 @@
 import dagster as dg
 
+from models.build import finish_build
 from models.incidents import (
     DEFAULT_GANG_GRACE_SECONDS,
     DEFAULT_IDLE_MIN_MINUTES,
@@ -22,7 +23,8 @@ class DetectorConfig(dg.Config):
     partitions_def=daily_partitions,
     group_name="detectors",
     kinds={"duckdb", "sql"},
-    deps=["allocations", "gpu_utilization", "kueue_workloads", "slurm_jobs", "rate_card"],
+    deps=["allocations", "gpu_utilization", "kueue_workloads", "slurm_jobs", "rate_card",
+          "open_invoice_lines"],
     description="Incidents that started on one UTC day: double-scheduled GPUs (GPU- and "
     "node-level evidence), partial gangs and idle allocations, with owners, wasted GPU-hours, "
     "cost and evidence rows; and the slurm-bridge pairs of the day (one workload, no conflict).",
@@ -37,6 +39,8 @@ def incidents(
             idle_min_minutes=config.idle_min_minutes,
             gang_grace_seconds=config.gang_grace_seconds,
         )
+        # the day's last table: its ledger, usage, invoice lines and incidents agree again
+        finish_build(con, day, day)
         wasted = dict(con.execute(
             "SELECT kind, sum(gpu_seconds) FROM incidents WHERE day = ? GROUP BY kind",
             [day]).fetchall())
