@@ -67,7 +67,7 @@ def test_a_run_that_stops_before_the_incidents_is_not_published(loaded: Path):
     publish(loaded)
     before = snapshot_path(loaded).read_bytes()
     assert run(loaded, "allocations", "gpu_usage_hourly").success  # stops there
-    with pytest.raises(LedgerIncomplete, match="build of 2026-01-06 .. 2026-01-06"):
+    with pytest.raises(LedgerIncomplete, match=r"build of 2026-01-06 \.\. 2026-01-06"):
         publish(loaded)
     assert snapshot_path(loaded).read_bytes() == before
     assert run(loaded, *MODEL_STEPS).success  # the next daily run repairs the day
