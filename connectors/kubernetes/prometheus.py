@@ -47,6 +47,7 @@ from typing import Protocol, runtime_checkable
 
 import polars as pl
 import requests
+import urllib3
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
@@ -54,6 +55,9 @@ from connectors.errors import SourceError
 from connectors.kubernetes.records import RAW_SAMPLE_BASE, SERIES_BASE, TS
 
 log = logging.getLogger(__name__)
+# Retries are for the person running the ingest: outside connectors.kubernetes, whose notes the
+# ingest quiets while it collects them.
+retry_log = logging.getLogger("gpuledger.sources.prometheus")
 
 MAX_POINTS_PER_SERIES = 11_000  # Prometheus' hard limit for query_range
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -407,8 +411,13 @@ class PrometheusConfig:
     ca_bundle: Path | None = None
     verify_tls: bool = True
     headers: Mapping[str, str] = field(default_factory=dict)
+    # Total deadline of one request, connect and whole body (a server that accepts the
+    # connection and trickles or never answers is cut off here), and the connect part alone.
     timeout_s: float = 120.0
+    connect_timeout_s: float = 10.0
     retries: int = 3
+    # Wall-clock budget of one ingest window (every request and retry of it); None: unbounded.
+    window_budget_s: float | None = 1800.0
     backoff_s: float = 1.0  # sleep backoff_s * 2**attempt between attempts
     chunk: timedelta = DEFAULT_CHUNK  # longest raw-sample window per request
     # Windows are sized so one response holds about this many samples (bounded memory on big
@@ -424,8 +433,14 @@ class PrometheusConfig:
         if not self.url.startswith(("http://", "https://")):
             msg = f"expected an http(s) URL for Prometheus, found {self.url!r}"
             raise ValueError(msg)
-        if self.retries < 0 or self.timeout_s <= 0 or self.backoff_s < 0:
-            msg = "expected retries >= 0, timeout_s > 0 and backoff_s >= 0"
+        if self.retries < 0 or self.timeout_s <= 0 or self.backoff_s < 0 \
+                or self.connect_timeout_s <= 0:
+            msg = (f"expected retries >= 0, timeout_s > 0, connect_timeout_s > 0 and "
+                   f"backoff_s >= 0, found {self.retries}, {self.timeout_s}, "
+                   f"{self.connect_timeout_s} and {self.backoff_s}")
+            raise ValueError(msg)
+        if self.window_budget_s is not None and self.window_budget_s <= 0:
+            msg = f"expected a positive window_budget_s (or none), found {self.window_budget_s}"
             raise ValueError(msg)
         if self.chunk <= timedelta(0) or self.samples_per_request <= 0:
             msg = (f"expected a positive chunk and samples_per_request, found {self.chunk} and "
@@ -480,6 +495,7 @@ class PrometheusHttpSource:
         self._session = session
         self._auth = auth
         self.warnings: list[str] = []  # "warnings" returned by the server, with the query
+        self._budget_deadline: float | None = None  # monotonic end of the current window
         # samples per second last seen per metric name: sizes the first window of the next read
         self._density: dict[str, float] = {}
 
@@ -505,6 +521,57 @@ class PrometheusHttpSource:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @contextlib.contextmanager
+    def window_budget(self) -> Iterator[None]:
+        """Bound every request and retry inside the block by ``config.window_budget_s``."""
+        outer = self._budget_deadline
+        if self.config.window_budget_s is not None:
+            self._budget_deadline = time.monotonic() + self.config.window_budget_s
+        try:
+            yield
+        finally:
+            self._budget_deadline = outer
+
+    def _check_budget(self, shown: str, what: str) -> float | None:
+        """Seconds left in the window's budget (None: unbounded); SourceError when spent."""
+        if self._budget_deadline is None:
+            return None
+        left = self._budget_deadline - time.monotonic()
+        if left <= 0:
+            msg = (f"Prometheus at {shown}: query {what!r} not answered within the window's "
+                   f"budget of {self.config.window_budget_s:g} s (window_budget_s); nothing of "
+                   "the window was written")
+            raise SourceError(msg)
+        return left
+
+    def _fetch(self, url: str, params: dict[str, str], headers: dict[str, str],
+               deadline_s: float) -> tuple[int, bytes]:
+        """One request whose connect and whole body fit in `deadline_s` seconds."""
+        start = time.monotonic()
+        timeout = (min(self.config.connect_timeout_s, deadline_s), deadline_s)
+        if self.config.method.upper() == "POST" and "/api/v1/series" not in url:
+            response = self._session.post(url, data=params, headers=headers, auth=self._auth,
+                                          timeout=timeout, stream=True)
+        else:
+            response = self._session.get(url, params=params, headers=headers, auth=self._auth,
+                                         timeout=timeout, stream=True)
+        chunks = []
+        try:
+            # read1: what one socket read brings (a trickling server cannot hold a read past
+            # the deadline by sending a byte just before each socket timeout)
+            while chunk := response.raw.read1(1 << 16, decode_content=True):
+                chunks.append(chunk)
+                if time.monotonic() - start > deadline_s:
+                    msg = f"the whole response took longer than {deadline_s:g} s"
+                    raise requests.Timeout(msg)
+        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError) as exc:
+            raise requests.ConnectionError(exc) from exc
+        except urllib3.exceptions.DecodeError as exc:
+            raise requests.exceptions.ContentDecodingError(exc) from exc
+        finally:
+            response.close()
+        return response.status_code, b"".join(chunks)
+
     def _request(self, path: str, params: dict[str, str], what: str) -> bytes:
         """Body of a successful response; retries transient failures, else SourceError."""
         url = f"{self.config.base_url}{path}"
@@ -513,21 +580,20 @@ class PrometheusHttpSource:
         last = ""
         for attempt in range(attempts):
             if attempt:
-                self._sleep(self.config.backoff_s * 2 ** (attempt - 1))
+                pause = self.config.backoff_s * 2 ** (attempt - 1)
+                if attempt == 1:  # a person watching sees what the ingest waits for
+                    retry_log.warning(
+                        "Prometheus at %s: %s; retrying in %g s (attempt %d of %d, each within "
+                        "%g s)", shown, last, pause, attempt + 1, attempts, self.config.timeout_s)
+                left = self._check_budget(shown, what)
+                self._sleep(pause if left is None else min(pause, left))
+            left = self._check_budget(shown, what)
+            deadline = self.config.timeout_s if left is None else min(self.config.timeout_s,
+                                                                      left)
             headers = self._headers()
             self.client.headers = headers
             try:
-                if self.config.method.upper() == "POST" and path != "/api/v1/series":
-                    response = self._session.post(
-                        url, data=params, headers=headers, auth=self._auth,
-                        timeout=self.config.timeout_s,
-                    )
-                else:
-                    response = self._session.get(
-                        url, params=params, headers=headers, auth=self._auth,
-                        timeout=self.config.timeout_s,
-                    )
-                body = response.content  # the whole body: a cut connection raises here
+                status, body = self._fetch(url, params, headers, deadline)
             except (
                 requests.ConnectionError,
                 requests.Timeout,
@@ -541,14 +607,14 @@ class PrometheusHttpSource:
             except requests.RequestException as exc:
                 msg = f"Prometheus at {shown}: query {what!r} failed: {type(exc).__name__}: {exc}"
                 raise SourceError(msg) from exc
-            if response.status_code == 200:
+            if status == 200:
                 return body
             detail = _error_detail(body)
-            last = f"HTTP {response.status_code}: {detail}"
-            if response.status_code in RETRY_STATUS:
+            last = f"HTTP {status}: {detail}"
+            if status in RETRY_STATUS:
                 log.info("prometheus %s attempt %d/%d: %s", shown, attempt + 1, attempts, last)
                 continue
-            raise _HttpError(shown, what, response.status_code, detail)
+            raise _HttpError(shown, what, status, detail)
         msg = (
             f"Prometheus at {shown} did not answer query {what!r} after {attempts} attempt(s): "
             f"{last}"

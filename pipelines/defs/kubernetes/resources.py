@@ -43,7 +43,9 @@ class KubernetesSourceResource(dg.ConfigurableResource):
     ca_bundle: str = ""
     insecure: bool = False
     headers: dict[str, str] = {}  # noqa: RUF012 (pydantic copies field defaults)
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # total per request, connect and whole answer
+    connect_timeout_s: float = 10.0
+    window_budget_s: float = 1800.0  # one day's reads with their retries
     retries: int = 3
     cluster: str = ""
     lookback_minutes: float = 60.0
@@ -62,6 +64,8 @@ class KubernetesSourceResource(dg.ConfigurableResource):
                 verify_tls=not self.insecure,
                 headers=dict(self.headers),
                 timeout_s=self.timeout_s,
+                connect_timeout_s=self.connect_timeout_s,
+                window_budget_s=self.window_budget_s,
                 retries=self.retries,
             ))
         if self.mode != "openmetrics":
