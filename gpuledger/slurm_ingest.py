@@ -113,6 +113,7 @@ def store_sacct(
         _upsert_runs(con, runs, per_node, fresh=_fresh(con))
         upsert_rows(con, schema.SLURM_STEPS, parsed.steps,
                     key=("cluster", "step_job_id", "start"), atomic=False)
+        drop_runs_under_other_keys(con, source_file)
         replace_rows(
             con, schema.REJECTS, rejects_frame(parsed.rejects),
             where="source = 'sacct' AND source_file = ?", params=(source_file,), atomic=False,
@@ -262,7 +263,8 @@ class _Streamed:
 
 
 def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter: str | None,
-                       timezone: str, observed_until: datetime | None) -> SlurmLoad:  # fmt: skip
+                       timezone: str, observed_until: datetime | None,
+                       cluster: str | None = None) -> SlurmLoad:  # fmt: skip
     """:func:`import_sacct_file` batch by batch: parse the next batch while loading this one.
 
     Same result as :func:`store_sacct` of :func:`parse_sacct`, or :class:`_NotStreamable` (inside
@@ -277,7 +279,7 @@ def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter:
         con.execute("DELETE FROM rejects WHERE source = 'sacct' AND source_file = ?",
                     [source_file])  # fmt: skip
         batches = iter_sacct_batches(path, delimiter=delimiter, timezone=timezone,
-                                     source_file=source_file)  # fmt: skip
+                                     source_file=source_file, cluster=cluster)  # fmt: skip
         # runs still going are held back only when nothing of theirs can already be there
         hold = (given is None and fresh[schema.SLURM_RUNS.name]
                 and fresh[schema.SLURM_NODE_ALLOCATIONS.name])
@@ -302,6 +304,7 @@ def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter:
             _settle_going(con, pl.concat(done.going), done.latest)
         for p in done.previous:
             _keep_longer_until(con, p)
+        drop_runs_under_other_keys(con, source_file)
         append_rows(con, schema.REJECTS, rejects_frame(done.rejects))
         record_ingest(
             con, source="sacct", partition_key=source_file, window_start=None, window_end=None,
@@ -453,23 +456,57 @@ def import_sacct_file(
     delimiter: str | None = None,
     timezone: str = "UTC",
     observed_until: datetime | None = None,
+    cluster: str | None = None,
 ) -> SlurmLoad:
     """Load a sacct dump a site exported (any field order, delimiter from the header).
 
-    The dump is parsed and loaded batch by batch (bounded memory, parsing overlapped with
-    loading) in one transaction; a dump whose batches are not independent (steps away from
-    their allocation line, requeued runs sharing a key far apart) is parsed whole instead.
+    ``cluster``: the cluster of a dump without a Cluster field (with one, rows of another cluster
+    are rejected). The dump is parsed and loaded batch by batch (bounded memory, parsing
+    overlapped with loading) in one transaction; a dump whose batches are not independent (steps
+    away from their allocation line, requeued runs sharing a key far apart) is parsed whole
+    instead.
     """
     try:
         return _stream_sacct_file(con, path, delimiter=delimiter, timezone=timezone,
-                                  observed_until=observed_until)  # fmt: skip
+                                  observed_until=observed_until, cluster=cluster)  # fmt: skip
     except _NotStreamable:
         pass
-    parsed = parse_sacct(path, delimiter=delimiter, timezone=timezone, source_file=str(path))
+    parsed = parse_sacct(path, delimiter=delimiter, timezone=timezone, source_file=str(path),
+                         cluster=cluster)  # fmt: skip
     return store_sacct(con, parsed, source_file=str(path), observed_until=observed_until,
                        partition_key=str(path))
 
 
+
+
+def drop_runs_under_other_keys(con: duckdb.DuckDBPyConnection, source_file: str) -> int:
+    """Remove older rows of a run this load stored under the other form of its key.
+
+    A dump without JobIDRaw keys an array task or het component by its JobID text
+    (``c:123_4:submit``), one with JobIDRaw by the database id (``c:127:submit``,
+    connectors.slurm.header). Loading both kinds of dump would charge such a run twice: the rows
+    this load (``source_file``) just stored replace those of the same run (cluster, JobID, Submit
+    and Start) keyed the other way, with their per-node rows and steps. Returns the number of
+    runs removed. Costs nothing while no run lacks JobIDRaw.
+    """
+    if con.execute("SELECT count(*) FROM (SELECT 1 FROM slurm_runs WHERE job_id_raw IS NULL "
+                   "LIMIT 1)").fetchone()[0] == 0:  # fmt: skip
+        return 0
+    stale = [k for (k,) in con.execute(
+        """
+        SELECT DISTINCT o.run_key
+        FROM slurm_runs AS m
+        INNER JOIN slurm_runs AS o
+            ON o.cluster = m.cluster AND o.job_id = m.job_id
+            AND o.submit IS NOT DISTINCT FROM m.submit AND o.start IS NOT DISTINCT FROM m.start
+            AND o.run_key <> m.run_key
+            AND (o.job_id_raw IS NULL) <> (m.job_id_raw IS NULL)
+        WHERE m.source_file = ?
+        """, [source_file]).fetchall()]  # fmt: skip
+    if stale:
+        for table in ("slurm_runs", "slurm_node_allocations", "slurm_steps"):
+            con.execute(f"DELETE FROM {table} WHERE run_key IN (SELECT unnest(?))", [stale])
+    return len(stale)
 
 
 def within_window(parsed: SacctParse, start: datetime, end: datetime) -> SacctParse:

@@ -40,9 +40,14 @@ go through a Python path:
 - more fields and several free-text fields → every placement of the extra separators among them is
   tried; a placement is kept when every other field parses (State, times, ids, TRES, numbers,
   NodeList …) and the free-text fields are plausible (AdminComment empty, JSON or a jobstats
-  ``JS1:`` blob; WCKey a single word). Exactly one such placement → the line loads; none or several
-  → rejected ("ambiguous: 1 extra separator(s) could belong to JobName or Comment").
+  ``JS1:`` blob; WCKey a single word). Exactly one such placement → the line loads; several → the
+  ones under which the fields nobody reads also have sacct's shapes
+  (:mod:`connectors.slurm.shapes`, for ``--format=ALL``) are kept, exactly one → the line loads;
+  otherwise rejected ("ambiguous: 1 extra separator(s) could belong to JobName or Comment").
   Columns are never shifted silently.
+
+Header names (aliases such as ``NNodes``, a field under two names, dumps without JobIDRaw or
+Cluster) are read by :mod:`connectors.slurm.header`.
 
 Speed
 -----
@@ -85,8 +90,18 @@ from typing import Any
 import polars as pl
 
 from connectors.errors import Reject, SourceError
-from connectors.slurm.fields import FREE_TEXT_FIELDS as CONTRACT_FREE_TEXT_FIELDS
 from connectors.slurm.fields import UNIT_SEPARATOR
+from connectors.slurm.header import (
+    FREE_TEXT_FIELDS,
+    GPU_SECONDS_FIELDS,
+    KNOWN_FIELDS,
+    HeaderColumns,
+    SacctFormatError,
+    derived_columns,
+    field_of,
+    header_columns,
+    row_checks,
+)
 from connectors.slurm.hostlist import expand_hostlist_column
 from connectors.slurm.jobid import (
     ALLOC_ID_RE,
@@ -100,6 +115,7 @@ from connectors.slurm.records import (
     RUNS_SCHEMA,
     STEPS_SCHEMA,
 )
+from connectors.slurm.shapes import shape_ok
 from connectors.slurm.states import EXIT_EXPECTED, STATE_EXPECTED, exit_exprs, state_exprs
 from connectors.slurm.timefmt import (
     DURATION_EXPECTED,
@@ -113,32 +129,12 @@ from connectors.slurm.tres import TRES_EXPECTED, tres_exprs
 
 SOURCE = "sacct"
 
-#: Fields the parser reads (canonical spelling). Anything else in a header is ignored.
-KNOWN_FIELDS: tuple[str, ...] = (
-    "JobID", "JobIDRaw", "JobName", "User", "UID", "Account", "Partition", "QOS", "State",
-    "ExitCode", "DerivedExitCode", "Submit", "Eligible", "Start", "End", "Elapsed", "ElapsedRaw",
-    "Timelimit", "TimelimitRaw", "AllocCPUS", "AllocNodes", "NodeList", "AllocTRES", "ReqTRES",
-    "Cluster", "Reservation", "Reason", "Flags", "WCKey", "AdminComment",
-)  # fmt: skip
-_ALIASES = {"NNODES": "AllocNodes", "NCPUS": "AllocCPUS"}
-
-#: A dump without these cannot give GPU-seconds per run.
-REQUIRED_FIELDS: tuple[str, ...] = (
-    "JobID", "JobIDRaw", "Cluster", "State", "Submit", "Start", "End", "NodeList", "AllocTRES",
-)  # fmt: skip
-
-#: Fields whose text is free (user-given or arbitrary): only they may hold a stray separator.
-FREE_TEXT_FIELDS: frozenset[str] = frozenset(CONTRACT_FREE_TEXT_FIELDS) | {
-    "JobName", "AdminComment", "SystemComment", "Comment", "WCKey", "SubmitLine", "WorkDir",
-    "Constraints", "Container",
-}  # fmt: skip
+#: A dump without these cannot give GPU-seconds per run (JobIDRaw and Cluster are derived when
+#: absent: :mod:`connectors.slurm.header`).
+REQUIRED_FIELDS: tuple[str, ...] = GPU_SECONDS_FIELDS
 
 TIME_FIELDS: tuple[str, ...] = ("Submit", "Eligible", "Start", "End")
 MAX_PLACEMENTS = 2_000
-
-
-class SacctFormatError(SourceError):
-    """The dump as a whole cannot be read: no header, required fields missing, no delimiter."""
 
 
 @dataclass(frozen=True)
@@ -270,19 +266,6 @@ def _read_lines_lenient(raw: bytes, source_file: str, first_line: int = 1
     return frame, rejects
 
 
-def _canonical(name: str) -> str | None:
-    key = name.strip().upper()
-    if key in _ALIASES:
-        return _ALIASES[key]
-    for known in KNOWN_FIELDS:
-        if known.upper() == key:
-            return known
-    for free in FREE_TEXT_FIELDS:
-        if free.upper() == key:
-            return free
-    return None
-
-
 def _detect_delimiter(header: str, source_file: str) -> str:
     if UNIT_SEPARATOR in header:
         return UNIT_SEPARATOR
@@ -294,37 +277,16 @@ def _detect_delimiter(header: str, source_file: str) -> str:
     raise SacctFormatError(msg)
 
 
-def _header_fields(header: str, sep: str, source_file: str) -> list[str | None]:
-    names = header.split(sep)
-    canon = [_canonical(n) for n in names]
-    seen: set[str] = set()
-    for c in canon:
-        if c is not None:
-            if c in seen:
-                msg = (f"{source_file}: expected each sacct field once in the header, found "
-                       f"{c} twice")  # fmt: skip
-                raise SacctFormatError(msg)
-            seen.add(c)
-    missing = [f for f in REQUIRED_FIELDS if f not in seen]
-    if missing:
-        hint = ""
-        if names and _canonical(names[0]) is None:
-            hint = " (is the header missing? sacct must run without --noheader)"
-        msg = (f"{source_file}: expected the sacct fields {', '.join(REQUIRED_FIELDS)} in the "
-               f"header, found {', '.join(n.strip() for n in names)[:500]}; missing "
-               f"{', '.join(missing)}{hint}")  # fmt: skip
-        raise SacctFormatError(msg)
-    return canon
-
-
 # --------------------------------------------------------------------------------------------
 # typed columns and validation
 
 
 @dataclass(frozen=True)
 class _Check:
-    field: str
+    field: str  # the flag is _bad_<field>
     expected: str
+    label: str | None = None  # the field named in a reject (default: field)
+    found: Callable[[Mapping[str, object]], str] | None = None  # default: repr of the value
 
 
 def _lookup(values: pl.Series, build: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame:
@@ -462,6 +424,11 @@ def _typed(raw: pl.DataFrame, present: set[str], timezone: str
     )
     checks = [_Check(f, _EXPECTED[f]) for f in _EXPECTED
               if f in present and f"_bad_{f}" in out.columns]  # fmt: skip
+    # a field under two header names, the cluster given for the dump (connectors.slurm.header)
+    extra = row_checks(raw.columns)
+    if extra:
+        out = out.with_columns(raw.select(c.bad.alias(f"_bad_{c.key}") for c in extra))
+        checks += [_Check(c.key, c.expected, c.label, c.found) for c in extra]
     return out, checks
 
 
@@ -500,6 +467,8 @@ def _problem_of(row: dict, raw_row: dict, checks: list[_Check], timezone: str) -
     """(field, reason) of the first failing check of a row."""
     for c in checks:
         if row[f"_bad_{c.field}"]:
+            if c.found is not None:
+                return c.label or c.field, f"{c.expected}, found {c.found(raw_row)}"
             value = raw_row.get(c.field)
             if c.field == "NodeList" and row.get("_nodes_err"):
                 return c.field, str(row["_nodes_err"])
@@ -600,12 +569,16 @@ def _plausible_free_text(name: str, value: str) -> bool:
 
 
 def _raw_frame(data: pl.DataFrame, header: list[str | None]) -> pl.DataFrame:
-    """Select the known fields (by position) and add the absent ones as null."""
+    """Select the known fields (by position; a field's twin columns too), derive JobIDRaw and
+    Cluster where the dump has none (:func:`connectors.slurm.header.derived_columns`), and add
+    the other absent fields as null."""
     cols = [pl.col("line_no")]
     for i, name in enumerate(header):
-        if name is not None and name in KNOWN_FIELDS:
+        if name is not None and field_of(name) in KNOWN_FIELDS:
             cols.append(pl.col(f"f{i}").alias(name))
     frame = data.select(cols)
+    if isinstance(header, HeaderColumns):
+        frame = frame.with_columns(derived_columns(header, frame.columns))
     missing = [f for f in KNOWN_FIELDS if f not in frame.columns]
     if missing:
         frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(f) for f in missing)
@@ -643,7 +616,7 @@ def _candidates(odd: pl.DataFrame, header: list[str | None], sep: str, source_fi
     meta is (line_no, number of candidates, description, free-text field names).
     """
     n = len(header)
-    free_pos = [i for i, name in enumerate(header) if name in FREE_TEXT_FIELDS]
+    free_pos = [i for i, name in enumerate(header) if field_of(name) in FREE_TEXT_FIELDS]
     free_names = tuple(str(header[i]) for i in free_pos)
     rows: list[list[object]] = []
     meta: list[_Meta] = []
@@ -686,9 +659,10 @@ def _choose(cands: pl.DataFrame, meta: list[_Meta],
     raw = _raw_frame(cands.drop("_cand"), header).with_columns(cands["_cand"])
     typed, checks = _typed(raw.drop("_cand"), present, timezone)
     ok = typed.select(~_bad_any(checks)).to_series()
-    free = [(str(h), f"f{i}") for i, h in enumerate(header) if h in FREE_TEXT_FIELDS]
+    free = [(str(h), f"f{i}") for i, h in enumerate(header) if field_of(h) in FREE_TEXT_FIELDS]
     plausible = [
-        all(_plausible_free_text(name, v or "") for (name, _), v in zip(free, vals, strict=True))
+        all(_plausible_free_text(str(field_of(name)), v or "")
+            for (name, _), v in zip(free, vals, strict=True))
         for vals in cands.select([c for _, c in free]).iter_rows()
     ]
     good = [bool(a) and b for a, b in zip(ok.to_list(), plausible, strict=True)]
@@ -705,6 +679,8 @@ def _choose(cands: pl.DataFrame, meta: list[_Meta],
     first_idx: dict[int, int] = {}
     for idx, line_no in enumerate(cands["line_no"].to_list()):
         first_idx.setdefault(line_no, idx)
+    names = getattr(header, "names", ())
+    shaped_ok = shape_ok(cands, names) if names else [False] * cands.height
     for line_no, n_cand, what, free_names in meta:
         chosen = by_line.get(line_no, [])
         if n_cand == 1:
@@ -712,19 +688,22 @@ def _choose(cands: pl.DataFrame, meta: list[_Meta],
             keep.append(first_idx[line_no])
         elif len(chosen) == 1:
             keep.append(chosen[0])
+        elif len(shaped := [c for c in chosen if shaped_ok[c]]) == 1:
+            keep.append(shaped[0])  # the fields nobody reads tell (connectors.slurm.shapes)
         elif not chosen:
             i = first_idx[line_no]
             fld, why = _problem_of(typed_rows[i], raw_rows[i], ordered, timezone)
             if fld == "line":  # every field parsed; a free-text field was implausible
                 fld, why = next(
                     (name, f"implausible text {cands_rows[i][col]!r}") for name, col in free
-                    if not _plausible_free_text(name, cands_rows[i][col] or "")
+                    if not _plausible_free_text(str(field_of(name)), cands_rows[i][col] or "")
                 )  # fmt: skip
             rejects.append(Reject(SOURCE, source_file, line_no, "line",
                                   f"expected {len(header)} fields; {what} fit no placement in "
                                   f"{' or '.join(free_names)} that makes every other field valid "
                                   f"(first placement: {fld}: {why})", raw_of[line_no]))  # fmt: skip
         else:
+            chosen = shaped or chosen
             holders = [name for name in free_names
                        if len({cands_rows[c][f"f{header.index(name)}"] for c in chosen}) > 1]
             rejects.append(Reject(SOURCE, source_file, line_no, "line",
@@ -795,9 +774,11 @@ def _bridge_pods(admin: pl.Series) -> pl.Series:
     return table.gather(index).alias("bridge_pods")
 
 
-#: ``{cluster}:{job_id_raw}:{submit epoch seconds | none}``
+#: ``{cluster}:{job_id_raw}:{submit epoch seconds | none}``; a dump without JobIDRaw has the JobID
+#: text where the id cannot be derived (``123_4``, ``123+1``: connectors.slurm.header)
 _RUN_KEY = pl.concat_str([
-    pl.col("cluster"), pl.lit(":"), pl.col("job_id_raw").cast(pl.String), pl.lit(":"),
+    pl.col("cluster"), pl.lit(":"),
+    pl.coalesce(pl.col("job_id_raw").cast(pl.String), pl.col("job_id")), pl.lit(":"),
     pl.col("submit").dt.epoch("s").cast(pl.String).fill_null("none"),
 ])  # fmt: skip
 
@@ -845,9 +826,12 @@ def _step_anchor_keys(steps: pl.DataFrame, runs: pl.DataFrame, alloc_lines: pl.S
     ).to_series()
     anchor = last_alloc.gather(steps["line_no"].cast(pl.Int64) - offset)
     run_row = row_of_line.gather(anchor)
+    run_raw = runs["job_id_raw"].gather(run_row)
     same = (
         (runs["cluster"].gather(run_row) == steps["cluster"])
-        & (runs["job_id_raw"].gather(run_row) == steps["job_id_raw"])
+        & run_raw.eq_missing(steps["job_id_raw"])
+        # no JobIDRaw (an array task or het component of a dump without it): the JobID tells
+        & (run_raw.is_not_null() | (runs["job_id"].gather(run_row) == steps["job_id"]))
     ).fill_null(False)
     keys = pl.select(pl.when(same).then(runs["run_key"].gather(run_row))).to_series()
     look_up = anchor.is_null() | (run_row.is_not_null() & ~same)
@@ -870,10 +854,11 @@ def _step_run_keys(steps: pl.DataFrame, runs: pl.DataFrame, alloc_lines: pl.Seri
     if not look_up.any():
         return keys
     # a reordered dump: look the allocation up by (cluster, job_id_raw), above then below
-    probe = steps.select("line_no", "cluster", "job_id_raw").with_row_index("_i")
+    job = pl.coalesce(pl.col("job_id_raw").cast(pl.String), "job_id").alias("_job")
+    probe = steps.select("line_no", "cluster", job).with_row_index("_i")
     lost = probe.filter(look_up).sort("line_no")
-    by_key = runs.select("line_no", "cluster", "job_id_raw", "run_key").sort("line_no")
-    by = ["cluster", "job_id_raw"]
+    by_key = runs.select("line_no", "cluster", job, "run_key").sort("line_no")
+    by = ["cluster", "_job"]
     back = lost.join_asof(by_key, on="line_no", by=by, strategy="backward")
     ahead = lost.join_asof(by_key, on="line_no", by=by, strategy="forward")
     found = back.select("_i", pl.coalesce(back["run_key"], ahead["run_key"]).alias("_found"))
@@ -1033,7 +1018,8 @@ class _Dump:
     present: set[str]
 
 
-def _read_header(data: bytes, delimiter: str | None, source_file: str) -> tuple[_Dump, int]:
+def _read_header(data: bytes, delimiter: str | None, source_file: str,
+                 cluster: str | None = None) -> tuple[_Dump, int]:  # fmt: skip
     """The header of a dump starting with ``data``, and where the body starts."""
     if not data:
         msg = f"{source_file}: expected a header line (JobID|JobIDRaw|…), found an empty file"
@@ -1050,7 +1036,7 @@ def _read_header(data: bytes, delimiter: str | None, source_file: str) -> tuple[
     if sep == "":
         msg = "expected a non-empty delimiter, found ''"
         raise ValueError(msg)
-    header = _header_fields(header_line, sep, source_file)
+    header = header_columns(header_line, sep, source_file, cluster=cluster)
     present = {h for h in header if h is not None}
     return _Dump(sep, header, present), min(len(data), header_end + 1)
 
@@ -1077,6 +1063,7 @@ def parse_sacct(
     delimiter: str | None = None,
     timezone: str = "UTC",
     source_file: str,
+    cluster: str | None = None,
 ) -> SacctParse:
     """Parse a sacct ``--parsable2`` dump.
 
@@ -1084,14 +1071,15 @@ def parse_sacct(
     (``str``/``bytes``; a ``str`` is always text, never a path). ``delimiter``: detected from the
     header (unit separator 0x1f, else ``|``) unless given; any string works. ``timezone``: the IANA
     zone the sacct process printed naive local times in (ignored for epoch and offset times).
-    ``source_file``: the name to put in rejects and rows.
+    ``source_file``: the name to put in rejects and rows. ``cluster``: the cluster of a dump
+    without a Cluster field (with one, each row's Cluster must be this name).
 
     Raises :class:`SacctFormatError` when the header is missing, lacks required fields, or has no
     known delimiter; every other problem is a per-line :class:`Reject`.
     """
     check_timezone(timezone)
     data = _source_bytes(source)
-    dump, body_start = _read_header(data, delimiter, source_file)
+    dump, body_start = _read_header(data, delimiter, source_file, cluster)
 
     body_bytes = len(data) - body_start
     parts = _THREADS * max(1, -(-body_bytes // (_THREADS * BATCH_BYTES)))
@@ -1195,13 +1183,15 @@ def iter_sacct_batches(
     timezone: str = "UTC",
     source_file: str,
     batch_bytes: int | None = None,
+    cluster: str | None = None,
 ) -> Iterator[SacctBatch]:
     """Parse a sacct dump file batch by batch, reading it incrementally (bounded memory).
 
     Batches are cut before allocation lines, so a job's lines stay together. Each batch is what
     :func:`parse_sacct` would give for its lines, see :class:`SacctBatch` for the two cases
     (reordered steps, run keys shared across batches) where the caller must fall back to
-    :func:`parse_sacct`. Raises :class:`SacctFormatError` like :func:`parse_sacct`.
+    :func:`parse_sacct`. ``cluster`` as for :func:`parse_sacct`. Raises
+    :class:`SacctFormatError` like :func:`parse_sacct`.
     """
     check_timezone(timezone)
     if not source.is_file():
@@ -1219,9 +1209,11 @@ def iter_sacct_batches(
             if not more:
                 break
             pending += more
-        dump, body_start = _read_header(pending, delimiter, source_file)
+        dump, body_start = _read_header(pending, delimiter, source_file, cluster)
         sep_bytes = dump.sep.encode("utf-8")
-        jobid_at, raw_at = dump.header.index("JobID"), dump.header.index("JobIDRaw")
+        jobid_at = dump.header.index("JobID")
+        # without JobIDRaw a step's JobID names its job the same way (123_4.batch → 123_4)
+        raw_at = dump.header.index("JobIDRaw") if "JobIDRaw" in dump.header else jobid_at
         pending = pending[body_start:]
         line_no = 2
         while True:
@@ -1335,6 +1327,9 @@ def allocations_per_node(
     node. The split is even over the *expanded* node list: ``N // nodes`` each, and the remainder
     ``N % nodes`` one more on the first nodes in hostlist order (hostlists are sorted). Example:
     5 GPUs on ``gpu-[01-02]`` → gpu-01: 3, gpu-02: 2. ``AllocNodes`` is not used; the hostlist is.
+    ``gpus_source`` says which: ``single_node`` (the total, exact) or ``even_split`` (an estimate;
+    ``models/sql/stg_slurm_allocations.sql`` replaces it with the counts of an ``scontrol show
+    job -d`` snapshot where one was loaded, see docs/slurm.md).
 
     ``gpu_model``: the run's single typed GPU key (``gres/gpu:a100``), else ``node_models[node]``
     when given, else ``""``.
@@ -1369,6 +1364,8 @@ def allocations_per_node(
             pl.col("nodes").alias("node"),
             per_node.alias("gpus"),
             pl.coalesce("_single", node_model, pl.lit("")).alias("gpu_model"),
+            pl.when(count == 1).then(pl.lit("single_node")).otherwise(pl.lit("even_split"))
+            .alias("gpus_source"),
         )
         .select(list(NODE_ALLOCATIONS_SCHEMA))
     )

@@ -105,6 +105,7 @@ NODE_ALLOCATIONS_SCHEMA: dict[str, pl.DataType] = {
     "gpu_model": pl.String(),  # "" when unknown
     "start": TS,
     "end": TS,
+    "gpus_source": pl.String(),  # single_node (exact) | even_split (estimated), see parse.py
 }
 
 #: ``sreport -P -t seconds -T … cluster utilization``: one row per (cluster, TRES).

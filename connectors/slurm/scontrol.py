@@ -67,7 +67,7 @@ _GRES_ENTRY = re.compile(
 _INDEX_LIST = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
 _DURATION = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
 _INT = re.compile(r"^\d+$")
-_TASK_RANGE = re.compile(r"^[0-9,\-]+$")
+_TASK_RANGE = re.compile(r"^[0-9,\-]+(?:%\d+)?$")  # 22.05 prints a pending rest as 0-3%2
 MAX_GPU_INDEX = 4096  # a node with more GPUs than this is a typo in the input, not a node
 
 
@@ -246,7 +246,9 @@ def _job_ids(no: int, line: str) -> _Job:
             job_id = f"{array}_{task}"
         else:  # the pending rest of an array, as sacct prints it: 123_[5-9%2]
             throttle = pairs.get("ArrayTaskThrottle", "")
-            job_id = f"{array}_[{task}{'%' + throttle if _INT.match(throttle) else ''}]"
+            if "%" not in task and _INT.match(throttle):
+                task = f"{task}%{throttle}"
+            job_id = f"{array}_[{task}]"
     elif "HetJobId" in pairs:
         het, offset = pairs["HetJobId"], pairs.get("HetJobOffset", "")
         if not _INT.match(het) or not _INT.match(offset):

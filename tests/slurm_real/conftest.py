@@ -61,6 +61,9 @@ class RealSlurm:
     report_end: datetime
     manifest: Mapping[str, str]  # kind -> job id, e.g. "requeue" -> "2" (array: the array id)
     state_dir: Path
+    # `TZ=UTC SLURM_TIME_FORMAT=%s scontrol --all --details show job`, taken by submit-jobs.sh
+    # while the gpus-5-two-node job ran (its GPUs per node, which sacct does not keep)
+    scontrol_snapshot: Path
 
     def job_id(self, kind: str) -> str:
         return self.manifest[kind]
@@ -188,6 +191,7 @@ def real_slurm() -> Iterator[RealSlurm]:
             report_end=_epoch(window["ROLLUP_END"]),
             manifest=MappingProxyType(_read_manifest(out_dir / "manifest.tsv")),
             state_dir=state_dir,
+            scontrol_snapshot=out_dir / "scontrol-snapshot.txt",
         )
         setup_ok = True
         yield cluster

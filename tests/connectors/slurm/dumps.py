@@ -62,3 +62,44 @@ def dump(rows: Iterable[Mapping[str, str] | str], fields: Sequence[str] = SACCT_
     for r in rows:
         out.append(r if isinstance(r, str) else line(r, fields, sep))
     return "\n".join(out) + "\n"
+
+
+#: ``sacct --format=ALL`` of Slurm 22.05.8, in the order it prints them (109 fields; the header of
+#: tests/fixtures/real_slurm/format-all/sacct-format-all-P.txt).
+FORMAT_ALL_FIELDS: tuple[str, ...] = (
+    "Account", "AdminComment", "AllocCPUS", "AllocNodes", "AllocTRES", "AssocID", "AveCPU",
+    "AveCPUFreq", "AveDiskRead", "AveDiskWrite", "AvePages", "AveRSS", "AveVMSize", "BlockID",
+    "Cluster", "Comment", "Constraints", "ConsumedEnergy", "ConsumedEnergyRaw", "Container",
+    "CPUTime", "CPUTimeRAW", "DBIndex", "DerivedExitCode", "Elapsed", "ElapsedRaw", "Eligible",
+    "End", "ExitCode", "Flags", "GID", "Group", "JobID", "JobIDRaw", "JobName", "Layout",
+    "MaxDiskRead", "MaxDiskReadNode", "MaxDiskReadTask", "MaxDiskWrite", "MaxDiskWriteNode",
+    "MaxDiskWriteTask", "MaxPages", "MaxPagesNode", "MaxPagesTask", "MaxRSS", "MaxRSSNode",
+    "MaxRSSTask", "MaxVMSize", "MaxVMSizeNode", "MaxVMSizeTask", "McsLabel", "MinCPU",
+    "MinCPUNode", "MinCPUTask", "NCPUS", "NNodes", "NodeList", "NTasks", "Partition", "Priority",
+    "QOS", "QOSRAW", "Reason", "ReqCPUFreq", "ReqCPUFreqGov", "ReqCPUFreqMax", "ReqCPUFreqMin",
+    "ReqCPUS", "ReqMem", "ReqNodes", "ReqTRES", "Reservation", "ReservationId", "Reserved",
+    "ResvCPU", "ResvCPURAW", "Start", "State", "Submit", "SubmitLine", "Suspended",
+    "SystemComment", "SystemCPU", "Timelimit", "TimelimitRaw", "TotalCPU", "TRESUsageInAve",
+    "TRESUsageInMax", "TRESUsageInMaxNode", "TRESUsageInMaxTask", "TRESUsageInMin",
+    "TRESUsageInMinNode", "TRESUsageInMinTask", "TRESUsageInTot", "TRESUsageOutAve",
+    "TRESUsageOutMax", "TRESUsageOutMaxNode", "TRESUsageOutMaxTask", "TRESUsageOutMin",
+    "TRESUsageOutMinNode", "TRESUsageOutMinTask", "TRESUsageOutTot", "UID", "User", "UserCPU",
+    "WCKey", "WCKeyID", "WorkDir",
+)  # fmt: skip
+
+
+def alloc_all(**over: str) -> dict[str, str]:
+    """An allocation row of a ``--format=ALL`` dump: :func:`alloc` plus the other fields as a
+    finished 22.05 job prints them (values from the real capture)."""
+    row = alloc(
+        NCPUS=ALLOC["AllocCPUS"], NNodes=ALLOC["AllocNodes"], AssocID="7", CPUTime="00:02:00",
+        CPUTimeRAW="120", DBIndex="24", GID="20001", Group="alice", Priority="1", QOSRAW="1",
+        ReqCPUS="1", ReqMem="1000M", ReqNodes="1", Reserved="00:00:00", ResvCPU="00:00:00",
+        ResvCPURAW="0", Suspended="00:00:00", SystemCPU="00:00.002", Timelimit="00:05:00",
+        TotalCPU="00:00.005", UserCPU="00:00.003", WCKeyID="0", ConsumedEnergy="0",
+        ConsumedEnergyRaw="0", ReqCPUFreq="Unknown", ReqCPUFreqGov="Unknown",
+        ReqCPUFreqMax="Unknown", ReqCPUFreqMin="Unknown", WorkDir="/home/alice",
+        SubmitLine="sbatch -A physics -p gpu --gres=gpu:a100:1 -J train job.sh",
+    )  # fmt: skip
+    row.update(over)
+    return row

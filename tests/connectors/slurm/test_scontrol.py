@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import polars as pl
 import pytest
 
 from connectors.errors import SourceError
@@ -297,3 +298,19 @@ def test_gres_is_found_when_a_later_release_prints_fields_after_it():
     parsed = parse_scontrol_jobs(text, source_file="s")
     assert parsed.rejects == []
     assert _rows(parsed) == [("9", "gpu-03", 1), ("9", "gpu-03", 3)]
+
+
+def test_a_real_full_snapshot_with_a_pending_throttled_array_loads():
+    """`scontrol --all --details show job` of the suite's Slurm 22.05 while the --gpus=5 -N 2 job
+    ran (tests/fixtures/real_slurm/format-all): the pending rest of an array is printed
+    `ArrayTaskId=0-3%2 ArrayTaskThrottle=2`."""
+    path = (Path(__file__).resolve().parents[2] / "fixtures" / "real_slurm" / "format-all"
+            / "scontrol-snapshot.txt")
+    text = path.read_text(encoding="utf-8")
+    assert "ArrayTaskId=0-3%2 ArrayTaskThrottle=2" in text
+    parsed = parse_scontrol_jobs(text, source_file=path.name)
+    assert parsed.rejects == []
+    assert parsed.jobs == 16
+    split = parsed.gpus.filter(pl.col("job_id") == "2").group_by("node").agg(
+        pl.col("gpu_index").sort()).sort("node").rows()
+    assert split == [("a100-01", [0, 1, 2, 3]), ("a100-02", [0])]

@@ -11,6 +11,9 @@
 #        OUT_DIR/window.env     CLUSTER, WINDOW_START/WINDOW_END (epoch s, UTC; every job of
 #                               the set lies inside), ROLLUP_START/ROLLUP_END (epoch s, whole
 #                               hours: the range given to `sacctmgr rollup`, use it for sreport)
+#        OUT_DIR/scontrol-snapshot.txt  `TZ=UTC SLURM_TIME_FORMAT=%s scontrol --all --details
+#                               show job` taken while the gpus-5-two-node job runs (its GPUs
+#                               per node, 4 + 1 on idle nodes, which sacct does not keep)
 set -euo pipefail
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:${PATH:-}
 export TZ=UTC
@@ -97,6 +100,9 @@ printf 'kind\tjobid\tuser\taccount\tnote\n' >"$MAN"
 # the time-limit job first: it is the critical path (ends 60-90 s after it starts)
 TO=$(sub timeout carol ops "-t 1 (whole minutes), sleeps 300 -> TIMEOUT" \
        -p cpu -n1 -t 1 -J too-slow "$J/sleep.sh" 300)
+# second, while both a100 nodes are idle: Slurm fills the first node, 4 + 1 (not 3 + 2)
+G5=$(sub gpus-5-two-node alice physics "--gpus=5 -N2 on a100-[01-02]: 4 + 1 GPUs (scontrol -d), sacct only gres/gpu=5" \
+       -p gpu --gpus=5 -N 2 -w a100-01,a100-02 -t 5 -J split-5 "$J/sleep.sh" 20)
 RQ=$(sub requeue bob ml-research "--requeue a100:1; scontrol requeue while RUNNING, released, runs again" \
        -p gpu --requeue --gres=gpu:a100:1 -t 5 -J requeue-me "$J/requeue.sh")
 CR=$(sub cancel-running alice physics "a100:1, scancel by alice while RUNNING" \
@@ -125,6 +131,12 @@ sub name-pipe alice physics "job name contains |" \
   -p gpu --gres=gpu:a100:1 -t 5 -J 'train|resnet50' "$J/sleep.sh" 3 >/dev/null
 sub name-unicode bob ml-research "non-ASCII job name with emoji" \
   -p gpu --gres=gpu:1 -t 5 -J 'モデル学習-ü-🚀' "$J/sleep.sh" 3 >/dev/null
+
+# ---- GPU indices while the 5-GPU job runs (sacct never has them) -------------------------------
+wait_state "$G5" 60 RUNNING
+TZ=UTC SLURM_TIME_FORMAT=%s scontrol --all --details show job >"$OUT/scontrol-snapshot.txt"
+grep -q "^JobId=$G5 " "$OUT/scontrol-snapshot.txt" || die "snapshot lacks job $G5"
+log "scontrol snapshot taken while job $G5 runs"
 
 # ---- drive the life cycles -----------------------------------------------------------------
 wait_state "$CP" 30 PENDING
