@@ -19,6 +19,7 @@ later; re-ingest a window to apply it to older rows).
 """
 
 import ipaddress
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +29,8 @@ import polars as pl
 
 from models import schema
 from models.runner import append_rows, replace_rows, transaction
+
+log = logging.getLogger("gpuledger.nodes")
 
 RULE_ALIAS = "alias"
 RULE_SHORT = "short_name"
@@ -97,17 +100,21 @@ class NodeNamer:
 
     def canonical_frame(self, frame: pl.DataFrame, columns: Iterable[str] = ("node",)
                         ) -> pl.DataFrame:
-        """`frame` with each of `columns` (String) replaced by canonical names."""
+        """`frame` with each of `columns` (String, or a list of String such as a run's
+        ``nodes``) in canonical names. Columns the frame lacks are skipped."""
         for column in columns:
             if column not in frame.columns or frame.height == 0:
                 continue
-            values = frame[column].drop_nulls().unique().to_list()
-            mapping = {v: self.canonical(v) for v in values}
+            is_list = isinstance(frame.schema[column], pl.List)
+            names = frame[column].explode() if is_list else frame[column]
+            mapping = {v: self.canonical(v) for v in names.drop_nulls().unique().to_list()}
             changed = {k: v for k, v in mapping.items() if k != v}
-            if changed:
-                frame = frame.with_columns(
-                    pl.col(column).replace(list(changed), list(changed.values()))
-                )
+            if not changed:
+                continue
+            old, new = list(changed), list(changed.values())
+            expr = (pl.col(column).list.eval(pl.element().replace(old, new)) if is_list
+                    else pl.col(column).replace(old, new))
+            frame = frame.with_columns(expr.alias(column))
         return frame
 
 
@@ -122,6 +129,8 @@ def load_namer(con: duckdb.DuckDBPyConnection) -> NodeNamer:
 def record_names(con: duckdb.DuckDBPyConnection, namer: NodeNamer, source: str) -> int:
     """Add the names `namer` decided since it was loaded to ``node_names`` (inside the caller's
     transaction); names recorded meanwhile by another writer are left as they are."""
+    for text in namer.warnings:  # a person sees a collision whichever entry point loaded it
+        log.warning("%s", text)
     if not namer.new:
         return 0
     now = datetime.now(UTC).replace(tzinfo=None)

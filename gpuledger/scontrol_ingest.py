@@ -5,7 +5,7 @@ that file's earlier ones, so importing a snapshot again changes nothing. The det
 indices to GPU UUIDs through the ``nodes`` inventory (docs/detectors.md).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from connectors.slurm.scontrol import (
     parse_scontrol_jobs,
 )
 from connectors.textfiles import file_digest, open_text
+from gpuledger.nodenames import load_namer, record_names
 from models import schema
 from models.runner import record_ingest, replace_rows, transaction, upsert_rows
 
@@ -49,7 +50,10 @@ class ScontrolLoad:
 def store_scontrol(con: duckdb.DuckDBPyConnection, parsed: ScontrolParse, *,
                    source_file: str) -> ScontrolLoad:  # fmt: skip
     """Upsert one parsed snapshot and replace its file's rejects, atomically."""
+    namer = load_namer(con)  # canonical node names, as every other table has them
+    parsed = replace(parsed, gpus=namer.canonical_frame(parsed.gpus))
     with transaction(con):
+        record_names(con, namer, SOURCE)
         # the file's earlier rows go (a re-parse may name fewer GPUs); the key keeps a snapshot
         # saved under two names from being loaded twice
         con.execute("DELETE FROM slurm_gpu_indices WHERE source_file = ?", [source_file])

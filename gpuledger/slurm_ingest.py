@@ -34,6 +34,7 @@ from connectors.slurm.sreport import (
     parse_account_utilization_by_user,
     parse_cluster_utilization,
 )
+from gpuledger.nodenames import NodeNamer, load_namer, record_names
 from gpuledger.timewindows import daily_windows  # noqa: F401  (re-exported for callers)
 from gpuledger.timewindows import utc_naive as _utc_naive
 from models import schema
@@ -79,6 +80,11 @@ class SlurmLoad:
 
 
 
+#: Node-name columns of the Slurm frames (a run's ``nodes`` is a list; per-node rows are derived
+#: from it after canonicalization).
+NODE_COLUMNS = ("nodes", "node")
+
+
 def node_models(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """GPU model per node from the inventory, for runs whose TRES carry no GPU type."""
     rows = con.execute("SELECT node, any_value(gpu_model) FROM nodes GROUP BY node").fetchall()
@@ -104,14 +110,18 @@ def store_sacct(
 ) -> SlurmLoad:
     """Upsert a parsed sacct output: runs, steps, per-node allocations and rejects, atomically."""
     until = _utc_naive(observed_until) if observed_until else default_observed_until(parsed)
+    namer = load_namer(con)  # canonical node names before anything is written
+    parsed_runs = namer.canonical_frame(parsed.runs, NODE_COLUMNS)
+    steps = namer.canonical_frame(parsed.steps, NODE_COLUMNS)
     # a finished run is fully known: pinning observed_until to its end keeps re-ingests identical
-    runs = parsed.runs.with_columns(
+    runs = parsed_runs.with_columns(
         pl.coalesce(pl.col("end"), pl.lit(until, dtype=pl.Datetime("us"))).alias("observed_until")
     )
-    per_node = allocations_per_node(parsed.runs, node_models(con))
+    per_node = allocations_per_node(parsed_runs, node_models(con))
     with transaction(con):
+        record_names(con, namer, "sacct")
         _upsert_runs(con, runs, per_node, fresh=_fresh(con))
-        upsert_rows(con, schema.SLURM_STEPS, parsed.steps,
+        upsert_rows(con, schema.SLURM_STEPS, steps,
                     key=("cluster", "step_job_id", "start"), atomic=False)
         drop_runs_under_other_keys(con, source_file)
         replace_rows(
@@ -275,6 +285,7 @@ def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter:
     done = _Streamed()
     with _streaming_settings(con), transaction(con):
         models = node_models(con)
+        namer = load_namer(con)  # applied in the parsing thread, recorded below
         fresh = _fresh(con)
         con.execute("DELETE FROM rejects WHERE source = 'sacct' AND source_file = ?",
                     [source_file])  # fmt: skip
@@ -283,7 +294,7 @@ def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter:
         # runs still going are held back only when nothing of theirs can already be there
         hold = (given is None and fresh[schema.SLURM_RUNS.name]
                 and fresh[schema.SLURM_NODE_ALLOCATIONS.name])
-        prepared = _prepare(batches, given, models, fresh, hold=hold)
+        prepared = _prepare(batches, given, models, fresh, hold=hold, namer=namer)
         if PREFETCH:
             with _Prefetch(prepared) as stream:
                 for prep in stream:
@@ -304,6 +315,7 @@ def _stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter:
             _settle_going(con, pl.concat(done.going), done.latest)
         for p in done.previous:
             _keep_longer_until(con, p)
+        record_names(con, namer, "sacct")  # the parsing thread is done with the namer
         drop_runs_under_other_keys(con, source_file)
         append_rows(con, schema.REJECTS, rejects_frame(done.rejects))
         record_ingest(
@@ -366,11 +378,15 @@ class _Prepared:
 
 
 def _prepare(batches: Iterable[SacctBatch], given: datetime | None, models: dict[str, str],
-             fresh: dict[str, bool], *, hold: bool) -> Iterator[_Prepared]:  # fmt: skip
+             fresh: dict[str, bool], *, hold: bool,
+             namer: NodeNamer | None = None) -> Iterator[_Prepared]:  # fmt: skip
     latest: datetime | None = None
     for batch in batches:
         if not batch.complete:
             raise _NotStreamable
+        if namer is not None:
+            batch = replace(batch, runs=namer.canonical_frame(batch.runs, NODE_COLUMNS),
+                            steps=namer.canonical_frame(batch.steps, NODE_COLUMNS))
         latest = _later(latest, _latest_instant(batch))
         runs = batch.runs.with_columns(
             pl.coalesce(pl.col("end"), pl.lit(given or latest, dtype=pl.Datetime("us")))
