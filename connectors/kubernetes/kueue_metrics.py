@@ -3,33 +3,42 @@
 Counters (``kueue_admitted_workloads_total``, ``kueue_evicted_workloads_total``,
 ``kueue_quota_reserved_workloads_total``, ``kueue_preempted_workloads_total``) and the
 ``kueue_admission_wait_time_seconds`` histogram are turned into increases per window by
-reset-aware differencing of raw samples, series by series, in time order:
+reset-aware differencing of raw samples, series by series (``counter_increases.py``). Samples
+from ``lookback`` (default 1 h) before ``start`` are read for the baselines; a sample belongs to
+the window containing its timestamp.
 
-* value >= previous value: increase = value - previous;
-* value < previous value (restart of the controller): increase = value (counted since the reset);
-* the series was absent at scrapes where the same target (``job``/``instance``) still answered --
-  a client_golang vector child only exists after its first increment, so a restarted controller
-  brings a counter back only when it is incremented again -- then it restarted too: increase =
-  value, even if the new value is not lower than the old one;
-* first sample of a series: 0 (its earlier history is unknown), unless the same job was already
-  observed earlier in the read (then the series was born in between and counts from 0).
+Replicas (``kueue_replicas.py``): every role is read (``replica_role`` is not a filter: some
+0.16.x releases label the leader ``follower``), and one replica per instant is kept -- the
+leader's where one is labelled -- never the sum of replicas. Labels are the series' own:
+``exported_<label>`` where Prometheus renamed a clashing one (``honor_labels: false``); none of
+the labels read here clash with a target's in any release of ``pkg/metrics/metrics.go`` (only
+the LocalQueue metrics' ``namespace`` and MultiKueue's ``cluster`` do), so this is a safeguard.
+Extra labels (``priority_class``, ``underlying_cause`` ...) are summed over.
 
-Samples from ``lookback`` (default 1 h) before ``start`` are read for the baselines; a sample
-belongs to the window containing its timestamp. Followers of a leader-elected Kueue
-(``replica_role="follower"``) are excluded; extra labels (``priority_class``,
-``underlying_cause``, ``replica_role`` ...) are summed over. Optional metrics that are absent
-(ClusterQueue quota gauges need ``metrics.enableClusterQueueResources``) give empty frames and a
-warning. Kueue keeps raw resource names: ``resource="nvidia.com/gpu"`` (KSM: ``nvidia_com_gpu``).
+Unusable samples are rejects (``rejects`` sink, component ``kueue``): NaN anywhere, ±Inf in a
+counter or in the pending gauge, a bucket without a numeric ``le``. Optional metrics that are
+absent (ClusterQueue quota gauges need ``metrics.enableClusterQueueResources``) give empty
+frames and a warning. Kueue keeps raw resource names: ``resource="nvidia.com/gpu"`` (KSM:
+``nvidia_com_gpu``); the GPU resource names are a parameter (a DRA logical name is one).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import polars as pl
 
+from connectors.kubernetes.counter_increases import (  # also what callers import from here
+    DEFAULT_WINDOW,
+    counter_increases,
+    reset_aware_increases,
+    window_of,
+)
 from connectors.kubernetes.ksm import infer_intervals
+from connectors.kubernetes.kueue_replicas import one_replica, series_label
 from connectors.kubernetes.prometheus import MetricsSource, utc_naive
 from connectors.kubernetes.records import (
     KUEUE_COUNTER_SCHEMA,
@@ -40,15 +49,15 @@ from connectors.kubernetes.records import (
     TS,
     conform,
     empty,
-    label,
+    keep_rejects,
 )
 
-NOT_FOLLOWER = '{replica_role!="follower"}'
 PRESENCE_METRIC = "kueue_pending_workloads"  # a gauge Kueue exports for every ClusterQueue
 GPU_RESOURCE = "nvidia.com/gpu"
-DEFAULT_WINDOW = timedelta(hours=1)
 DEFAULT_LOOKBACK = timedelta(hours=1)
 WAIT_HISTOGRAM = "kueue_admission_wait_time_seconds"
+TARGET = ("cluster", "job", "instance")
+COMPONENT = "kueue"
 # metric, label holding the ClusterQueue, reason label (or None)
 COUNTERS = (
     ("kueue_admitted_workloads_total", "cluster_queue", None),
@@ -64,170 +73,44 @@ QUEUE_RESOURCE_GAUGES = (
     ("lending_limit", "kueue_cluster_queue_lending_limit"),
 )
 _US = 1_000_000
+NAN_REASON = "expected a number, found NaN"
+INF_COUNTER_REASON = "expected a finite counter value, found ±Inf"
+INF_GAUGE_REASON = "expected a finite number of workloads, found ±Inf"
+LE_REASON = "expected a numeric le label on a histogram bucket, found none or text"
 
 
-def _series_ids(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    key = [c for c in frame.columns if c not in ("ts", "value")]
-    ids = frame.select(key).unique(maintain_order=True).with_row_index("sid")
-    return frame.join(ids, on=key, how="left", nulls_equal=True), key
+def _numbers(raw: pl.DataFrame, rejects: list[pl.DataFrame] | None, *,
+             finite: bool, inf_reason: str = INF_COUNTER_REASON,
+             keep: bool = False) -> pl.DataFrame:
+    """NaN (and, with `finite`, ±Inf) samples of `raw` go to `rejects`; `raw` without them, or
+    with them when `keep` (counters: ``reset_aware_increases`` skips them but needs to know the
+    series was there, so the gap is no restart)."""
+    if raw.height == 0:
+        return raw
+    nan = pl.col("value").is_nan()
+    keep_rejects(rejects, raw.filter(nan), COMPONENT, NAN_REASON)
+    bad = nan
+    if finite:
+        inf = pl.col("value").is_infinite()
+        keep_rejects(rejects, raw.filter(inf), COMPONENT, inf_reason)
+        bad = nan | inf
+    return raw if keep else raw.filter(~bad)
 
 
-def _group_cols(frame: pl.DataFrame, presence: pl.DataFrame, wanted: tuple[str, ...]) -> list[str]:
-    return [c for c in wanted if c in frame.columns and c in presence.columns]
-
-
-def window_of(start: datetime, end: datetime, window: timedelta) -> list[pl.Expr]:
-    """Expressions adding window_start / window_end for column ``ts`` (windows from `start`)."""
-    w = pl.lit(window).cast(pl.Duration("us"))
-    offset = (pl.col("ts") - pl.lit(start).cast(TS)).dt.total_microseconds()
-    n = offset // (window // timedelta(microseconds=1))
-    window_start = pl.lit(start).cast(TS) + w * n
-    return [
-        window_start.alias("window_start"),
-        pl.min_horizontal(window_start + w, pl.lit(end).cast(TS)).alias("window_end"),
-    ]
-
-
-def reset_aware_increases(
-    samples: pl.DataFrame,
-    *,
-    presence: pl.DataFrame | None = None,
-    scrape_interval: timedelta | None = None,
-) -> pl.DataFrame:
-    """Per-sample increases of counter series: samples + columns ``increase`` and ``reset``.
-
-    `presence`: raw samples (any metric) of the same scrape targets, used to tell a counter that
-    vanished while its target was scraped (restart: reset) from a target that was down, and to
-    recognise series born during the read. None: only drops count as resets and every first
-    sample is a baseline.
-    """
-    frame = samples.filter(~pl.col("value").is_nan())
-    if frame.height == 0:
-        return frame.with_columns(increase=pl.lit(0.0), reset=pl.lit(False))
-    frame, _key = _series_ids(frame)
-    if scrape_interval is None:
-        intervals = infer_intervals(frame, ["sid"])
-    else:
-        intervals = frame.select("sid").unique().with_columns(
-            interval=pl.lit(scrape_interval).cast(pl.Duration("us"))
-        )
-    frame = (
-        frame.join(intervals, on="sid", how="left")
-        .sort(["sid", "ts"])
-        .with_columns(
-            prev_ts=pl.col("ts").shift(1).over("sid"),
-            prev_value=pl.col("value").shift(1).over("sid"),
-        )
-        .with_row_index("row")
-    )
-    forced = pl.Series("row", [], dtype=pl.UInt32)
-    born = pl.Series("row", [], dtype=pl.UInt32)
-    if presence is not None and presence.height:
-        forced = _vanished_while_scraped(frame, presence)
-        born = _born_in_read(frame, presence)
-    frame = frame.with_columns(
-        forced=pl.col("row").is_in(forced.implode()),
-        born=pl.col("row").is_in(born.implode()),
-    )
-    first = pl.col("prev_value").is_null()
-    reset = ~first & ((pl.col("value") < pl.col("prev_value")) | pl.col("forced"))
-    increase = (
-        pl.when(first & pl.col("born")).then(pl.col("value"))
-        .when(first).then(0.0)
-        .when(reset).then(pl.col("value"))
-        .otherwise(pl.col("value") - pl.col("prev_value"))
-    )
-    frame = frame.with_columns(increase=increase, reset=reset)
-    return frame.drop("row", "sid", "interval", "prev_ts", "prev_value", "forced", "born")
-
-
-def _presence_ts(presence: pl.DataFrame, group: list[str]) -> pl.DataFrame:
-    return presence.select(
-        [pl.col(c).fill_null("") for c in group] + [pl.col("ts").alias("p_ts")]
-    ).unique()
-
-
-def _vanished_while_scraped(frame: pl.DataFrame, presence: pl.DataFrame) -> pl.Series:
-    """Rows whose series was absent at a scrape of its target between it and its predecessor."""
-    group = _group_cols(frame, presence, ("cluster", "job", "instance"))
-    half = pl.col("interval") / 2
-    cand = (
-        frame.filter(pl.col("prev_ts").is_not_null()
-                     & (pl.col("ts") - pl.col("prev_ts") > pl.col("interval") * 3 / 2))
-        .select(
-            "row",
-            *[pl.col(c).fill_null("") for c in group],
-            (pl.col("prev_ts") + half + pl.duration(microseconds=1)).alias("lo"),
-            (pl.col("ts") - half).alias("hi"),
-        )
-        .sort("lo")
-    )
-    if cand.height == 0:
-        return pl.Series("row", [], dtype=pl.UInt32)
-    pres = _presence_ts(presence, group).sort("p_ts")
-    hit = cand.join_asof(pres, left_on="lo", right_on="p_ts", by=group or None,
-                         strategy="forward", check_sortedness=False)
-    return hit.filter(pl.col("p_ts").is_not_null() & (pl.col("p_ts") < pl.col("hi")))["row"]
-
-
-def _born_in_read(frame: pl.DataFrame, presence: pl.DataFrame) -> pl.Series:
-    """First rows of series whose job was already scraped (without them) earlier in the read."""
-    group = _group_cols(frame, presence, ("cluster", "job"))
-    pres = _presence_ts(presence, group)
-    first_seen = (
-        pres.group_by(group).agg(pl.col("p_ts").min()) if group
-        else pres.select(pl.col("p_ts").min())
-    )
-    firsts = frame.filter(pl.col("prev_ts").is_null()).with_columns(
-        [pl.col(c).fill_null("") for c in group]
-    )
-    joined = (
-        firsts.join(first_seen, on=group, how="left") if group
-        else firsts.join(first_seen, how="cross")
-    )
-    return joined.filter(
-        pl.col("p_ts").is_not_null() & (pl.col("p_ts") < pl.col("ts") - pl.col("interval") / 2)
-    )["row"]
-
-
-def counter_increases(
-    samples: pl.DataFrame,
-    start: datetime,
-    end: datetime,
-    *,
-    by: list[str],
-    window: timedelta = DEFAULT_WINDOW,
-    presence: pl.DataFrame | None = None,
-    scrape_interval: timedelta | None = None,
-) -> pl.DataFrame:
-    """Sum of reset-aware increases per window and `by` labels (columns: by, window_start,
-    window_end, increase, resets, samples). `samples` may start before `start` (baselines)."""
-    start, end = utc_naive(start), utc_naive(end)
-    schema = {**dict.fromkeys(by, pl.String), "window_start": TS, "window_end": TS,
-              "increase": pl.Float64, "resets": pl.Int64, "samples": pl.Int64}
-    if samples.height == 0:
-        return pl.DataFrame(schema=schema)
-    per_sample = reset_aware_increases(samples, presence=presence,
-                                       scrape_interval=scrape_interval)
-    inside = per_sample.filter((pl.col("ts") >= start) & (pl.col("ts") < end))
-    if inside.height == 0:
-        return pl.DataFrame(schema=schema)
-    inside = inside.with_columns(
-        *[label(inside, c).alias(c) for c in by], *window_of(start, end, window)
-    )
-    out = inside.group_by([*by, "window_start", "window_end"]).agg(
-        pl.col("increase").sum(),
-        pl.col("reset").sum().cast(pl.Int64).alias("resets"),
-        pl.len().cast(pl.Int64).alias("samples"),
-    )
-    return conform(out, schema).sort(["window_start", *by], nulls_last=True)
+def _targets(frame: pl.DataFrame) -> pl.DataFrame:
+    """Scrape times of each target (replica) in `frame`, for the counters' restart rules."""
+    return frame.select("ts", *[c for c in TARGET if c in frame.columns])
 
 
 # --------------------------------------------------------------------------- readers
 
 
 def _presence(source: MetricsSource, q0: datetime, end: datetime) -> pl.DataFrame:
-    return source.raw_samples(PRESENCE_METRIC + NOT_FOLLOWER, q0, end)
+    return source.raw_samples(PRESENCE_METRIC, q0, end)
+
+
+def _family(presence: pl.DataFrame, raw: pl.DataFrame) -> pl.DataFrame:
+    return pl.concat([_targets(presence), _targets(raw)], how="diagonal_relaxed")
 
 
 def kueue_workload_counters(
@@ -239,6 +122,7 @@ def kueue_workload_counters(
     lookback: timedelta = DEFAULT_LOOKBACK,
     warnings: list[str] | None = None,
     presence: pl.DataFrame | None = None,
+    rejects: list[pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """Admitted / evicted / quota-reserved / preempted increases per window
     (``KUEUE_COUNTER_SCHEMA``; ``cluster_queue`` is the preempting queue for preemptions)."""
@@ -248,21 +132,19 @@ def kueue_workload_counters(
         presence = _presence(source, q0, end)
     parts = []
     for metric, queue_label, reason_label in COUNTERS:
-        raw = source.raw_samples(metric + NOT_FOLLOWER, q0, end)
+        raw = source.raw_samples(metric, q0, end)
         if raw.height == 0:
             _warn(warnings, f"{metric}: no samples in [{q0}, {end})")
             continue
-        family = pl.concat([presence.select("ts", *[c for c in ("cluster", "job", "instance")
-                                                   if c in presence.columns]),
-                            raw.select("ts", *[c for c in ("cluster", "job", "instance")
-                                               if c in raw.columns])], how="diagonal_relaxed")
+        raw = _numbers(raw, rejects, finite=True, keep=True)
+        family = _family(presence, raw)
         raw = raw.with_columns(
-            label(raw, queue_label).alias("_queue"),
-            (label(raw, reason_label) if reason_label else pl.lit(None, dtype=pl.String))
-            .alias("_reason"),
+            series_label(raw, queue_label).alias("_queue"),
+            (series_label(raw, reason_label) if reason_label
+             else pl.lit(None, dtype=pl.String)).alias("_reason"),
         )
         inc = counter_increases(raw, start, end, by=["_queue", "_reason"], window=window,
-                                presence=family)
+                                presence=family, metric=metric, notes=warnings)
         parts.append(inc.rename({"_queue": "cluster_queue", "_reason": "reason"})
                      .with_columns(metric=pl.lit(metric)))
     if not parts:
@@ -281,6 +163,7 @@ def kueue_admission_wait(
     histogram: str = WAIT_HISTOGRAM,
     warnings: list[str] | None = None,
     presence: pl.DataFrame | None = None,
+    rejects: list[pl.DataFrame] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Admission-wait histogram per window: (buckets ``KUEUE_WAIT_BUCKET_SCHEMA``,
     summary ``KUEUE_WAIT_SUMMARY_SCHEMA``). ``le`` is compared as a number, so ``"1"`` (3.x)
@@ -289,29 +172,29 @@ def kueue_admission_wait(
     q0 = start - lookback
     if presence is None:
         presence = _presence(source, q0, end)
-    buckets = source.raw_samples(f"{histogram}_bucket{NOT_FOLLOWER}", q0, end)
-    count = source.raw_samples(f"{histogram}_count{NOT_FOLLOWER}", q0, end)
-    total = source.raw_samples(f"{histogram}_sum{NOT_FOLLOWER}", q0, end)
+    buckets = source.raw_samples(f"{histogram}_bucket", q0, end)
+    count = source.raw_samples(f"{histogram}_count", q0, end)
+    total = source.raw_samples(f"{histogram}_sum", q0, end)
     if buckets.height == 0 and count.height == 0:
         _warn(warnings, f"{histogram}: no samples in [{q0}, {end})")
         return empty(KUEUE_WAIT_BUCKET_SCHEMA), empty(KUEUE_WAIT_SUMMARY_SCHEMA)
 
-    def family(raw: pl.DataFrame) -> pl.DataFrame:
-        cols = ("cluster", "job", "instance")
-        return pl.concat(
-            [presence.select("ts", *[c for c in cols if c in presence.columns]),
-             raw.select("ts", *[c for c in cols if c in raw.columns])],
-            how="diagonal_relaxed",
-        )
-
     bucket_frame = empty(KUEUE_WAIT_BUCKET_SCHEMA)
+    buckets = _numbers(buckets, rejects, finite=True, keep=True)
+    if buckets.height:
+        buckets = buckets.with_columns(
+            _le=series_label(buckets, "le").cast(pl.Float64, strict=False),
+            _queue=series_label(buckets, "cluster_queue"),
+        )
+        bad = pl.col("_le").is_null() | pl.col("_le").is_nan()
+        keep_rejects(rejects, buckets.filter(bad).drop("_le", "_queue"), COMPONENT, LE_REASON)
+        buckets = buckets.filter(~bad)
     if buckets.height:
         # identity of a bucket series is its raw labels; grouped by the numeric bound below
-        inc = reset_aware_increases(buckets, presence=family(buckets))
-        inc = inc.with_columns(
-            _le=label(inc, "le").cast(pl.Float64, strict=False),
-            _queue=label(inc, "cluster_queue"),
-        ).filter((pl.col("ts") >= start) & (pl.col("ts") < end) & pl.col("_le").is_not_null())
+        inc = reset_aware_increases(buckets, presence=_family(presence, buckets))
+        inc = one_replica(inc, ["_queue", "_le"], counter=True, metric=f"{histogram}_bucket",
+                          notes=warnings)
+        inc = inc.filter((pl.col("ts") >= start) & (pl.col("ts") < end))
         if inc.height:
             inc = inc.with_columns(*window_of(start, end, window))
             cum = inc.group_by(["window_start", "window_end", "_queue", "_le"]).agg(
@@ -327,24 +210,29 @@ def kueue_admission_wait(
             )
 
     summary = empty(KUEUE_WAIT_SUMMARY_SCHEMA)
+    count = _numbers(count, rejects, finite=True, keep=True)
+    total = _numbers(total, rejects, finite=True, keep=True)
     if count.height:
         c = counter_increases(
-            count.with_columns(_queue=label(count, "cluster_queue")), start, end,
-            by=["_queue"], window=window, presence=family(count),
+            count.with_columns(_queue=series_label(count, "cluster_queue")), start, end,
+            by=["_queue"], window=window, presence=_family(presence, count),
+            metric=f"{histogram}_count", notes=warnings,
         ).select("_queue", "window_start", "window_end", pl.col("increase").alias("count"))
         if total.height:
             s = counter_increases(
-                total.with_columns(_queue=label(total, "cluster_queue")), start, end,
-                by=["_queue"], window=window, presence=family(total),
+                total.with_columns(_queue=series_label(total, "cluster_queue")), start, end,
+                by=["_queue"], window=window, presence=_family(presence, total),
+                metric=f"{histogram}_sum", notes=warnings,
             ).select("_queue", "window_start", "window_end",
                      pl.col("increase").alias("sum_seconds"))
             c = c.join(s, on=["_queue", "window_start", "window_end"], how="left",
                        nulls_equal=True)
         else:
             _warn(warnings, f"{histogram}_sum: no samples; mean_seconds is null")
+            c = c.with_columns(sum_seconds=pl.lit(None, dtype=pl.Float64))
         c = c.with_columns(
             mean_seconds=pl.when(pl.col("count") > 0)
-            .then(label(c, "sum_seconds") / pl.col("count"))
+            .then(pl.col("sum_seconds") / pl.col("count"))
             .otherwise(None)
         )
         summary = conform(c.rename({"_queue": "cluster_queue"}), KUEUE_WAIT_SUMMARY_SCHEMA)
@@ -355,15 +243,16 @@ def kueue_admission_wait(
 
 
 def _gauge_windows(
-    frame: pl.DataFrame, by: list[str], start: datetime, end: datetime, window: timedelta
+    frame: pl.DataFrame, by: list[str], start: datetime, end: datetime, window: timedelta,
+    *, metric: str = "", notes: list[str] | None = None,
 ) -> pl.DataFrame:
     """Per window and `by`: mean, max, last, workload_seconds (gap-aware), samples.
 
-    Series differing only in labels outside `by` (extra Kueue labels) are summed per timestamp.
+    One replica per instant (``one_replica``); series of that replica differing only in labels
+    outside `by` (extra Kueue labels) are summed per timestamp.
     """
-    frame = frame.filter(~pl.col("value").is_nan()).with_columns(
-        [label(frame, c).alias(c) for c in by]
-    )
+    frame = frame.with_columns([series_label(frame, c).alias(c) for c in by])
+    frame = one_replica(frame, by, counter=False, metric=metric, notes=notes)
     per_ts = frame.group_by([*by, "ts"]).agg(pl.col("value").sum())
     key = by
     intervals = infer_intervals(per_ts, key)
@@ -401,19 +290,27 @@ def kueue_pending_workloads(
     *,
     window: timedelta = DEFAULT_WINDOW,
     warnings: list[str] | None = None,
+    rejects: list[pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """``kueue_pending_workloads`` per window, ClusterQueue and status
     (``KUEUE_PENDING_SCHEMA``)."""
     start, end = utc_naive(start), utc_naive(end)
-    raw = source.raw_samples(PRESENCE_METRIC + NOT_FOLLOWER, start, end)
+    raw = source.raw_samples(PRESENCE_METRIC, start, end)
     if raw.height == 0:
         _warn(warnings, f"{PRESENCE_METRIC}: no samples in [{start}, {end})")
         return empty(KUEUE_PENDING_SCHEMA)
-    out = _gauge_windows(raw, ["cluster_queue", "status"], start, end, window)
+    raw = _numbers(raw, rejects, finite=True, inf_reason=INF_GAUGE_REASON)
+    out = _gauge_windows(raw, ["cluster_queue", "status"], start, end, window,
+                         metric=PRESENCE_METRIC, notes=warnings)
     if out.height == 0:
         return empty(KUEUE_PENDING_SCHEMA)
     return conform(out, KUEUE_PENDING_SCHEMA).sort(
         ["window_start", "cluster_queue", "status"], nulls_last=True)
+
+
+def _promql_any(values: Sequence[str]) -> str:
+    """A PromQL regex string (escaped for the string literal) matching exactly `values`."""
+    return "|".join(re.escape(v) for v in values).replace("\\", "\\\\")
 
 
 def kueue_cluster_queue_resources(
@@ -422,30 +319,40 @@ def kueue_cluster_queue_resources(
     end: datetime,
     *,
     window: timedelta = DEFAULT_WINDOW,
-    resource: str = GPU_RESOURCE,
+    resource: str | Sequence[str] = GPU_RESOURCE,
     warnings: list[str] | None = None,
+    rejects: list[pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
-    """ClusterQueue usage / reservation / nominal quota / borrowing and lending limits for
-    `resource` per window (``KUEUE_QUEUE_RESOURCE_SCHEMA``). Quota bookkeeping of admitted
-    workloads' requests, not device utilization."""
+    """ClusterQueue usage / reservation / nominal quota / borrowing and lending limits for the
+    GPU `resource` name(s) per window (``KUEUE_QUEUE_RESOURCE_SCHEMA``). Quota bookkeeping of
+    admitted workloads' requests, not device utilization. ±Inf is kept (an unset limit)."""
     start, end = utc_naive(start), utc_naive(end)
-    parts = []
+    resources = (resource,) if isinstance(resource, str) else tuple(resource)
+    wanted = _promql_any(resources)
     by = ["cohort", "cluster_queue", "flavor", "resource"]
+    parts = []
     for short, metric in QUEUE_RESOURCE_GAUGES:
-        raw = source.raw_samples(
-            f'{metric}{{resource="{resource}",replica_role!="follower"}}', start, end
-        )
-        if raw.height == 0:
-            _warn(warnings, f"{metric}{{resource={resource!r}}}: no samples in [{start}, {end}) "
-                            "(needs metrics.enableClusterQueueResources)")
+        # the resource may sit in exported_resource (honor_labels: false): one read for each
+        reads = [source.raw_samples(f'{metric}{{{key}=~"{wanted}"}}', start, end)
+                 for key in ("resource", "exported_resource")]
+        mine = pl.concat([r for r in reads if r.height], how="diagonal_relaxed").unique() \
+            if any(r.height for r in reads) else reads[0]
+        mine = _numbers(mine, rejects, finite=False)
+        if mine.height == 0:
+            _warn(warnings, f"{metric}{{resource={_shown(resources)}}}: no samples in "
+                            f"[{start}, {end}) (needs metrics.enableClusterQueueResources)")
             continue
-        out = _gauge_windows(raw, by, start, end, window)
+        out = _gauge_windows(mine, by, start, end, window, metric=metric, notes=warnings)
         if out.height:
             parts.append(out.with_columns(metric=pl.lit(short)))
     if not parts:
         return empty(KUEUE_QUEUE_RESOURCE_SCHEMA)
     out = conform(pl.concat(parts, how="diagonal_relaxed"), KUEUE_QUEUE_RESOURCE_SCHEMA)
     return out.sort(["metric", "window_start", "cluster_queue", "flavor"], nulls_last=True)
+
+
+def _shown(resources: tuple[str, ...]) -> str:
+    return repr(resources[0]) if len(resources) == 1 else repr(list(resources))
 
 
 @dataclass
@@ -465,7 +372,7 @@ def read_kueue_metrics(
     *,
     window: timedelta = DEFAULT_WINDOW,
     lookback: timedelta = DEFAULT_LOOKBACK,
-    resource: str = GPU_RESOURCE,
+    resource: str | Sequence[str] = GPU_RESOURCE,
     rejects: list[pl.DataFrame] | None = None,
 ) -> KueueMetrics:
     """Everything above for one period, sharing one read of the presence gauge."""
@@ -473,18 +380,20 @@ def read_kueue_metrics(
     warnings: list[str] = []
     presence = _presence(source, start - lookback, end)
     counters = kueue_workload_counters(source, start, end, window=window, lookback=lookback,
-                                       warnings=warnings, presence=presence)
+                                       warnings=warnings, presence=presence, rejects=rejects)
     buckets, summary = kueue_admission_wait(source, start, end, window=window,
                                             lookback=lookback, warnings=warnings,
-                                            presence=presence)
+                                            presence=presence, rejects=rejects)
     return KueueMetrics(
         counters=counters,
-        pending=kueue_pending_workloads(source, start, end, window=window, warnings=warnings),
+        pending=kueue_pending_workloads(source, start, end, window=window, warnings=warnings,
+                                        rejects=rejects),
         wait_buckets=buckets,
         wait_summary=summary,
         queue_resources=kueue_cluster_queue_resources(source, start, end, window=window,
-                                                      resource=resource, warnings=warnings),
-        warnings=warnings,
+                                                      resource=resource, warnings=warnings,
+                                                      rejects=rejects),
+        warnings=list(dict.fromkeys(warnings)),
     )
 
 

@@ -1,18 +1,30 @@
 """Read a ``kubectl get workloads.kueue.x-k8s.io -A -o json`` snapshot.
 
-This keeps one row per Workload with its identity, queue and pod-set sizes plus the whole object
-as JSON; the detailed reading of conditions belongs to the Kueue ingest.
+Each item becomes one row of two frames: the raw object (identity, queue, pod-set sizes and the
+whole object as JSON, ``kueue_workloads_raw``) and its conditions read
+(``connectors/kubernetes/workload_conditions.py``, ``kueue_workloads``). An item that cannot be
+read (null, missing or wrongly typed fields) is rejected alone, with its index in ``items`` as
+the line and the JSON path as the field; the other items load. A file that is not JSON or not a
+kubectl List is refused whole (``SourceError``).
 """
 
 import json
-from datetime import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from connectors.errors import Reject, SourceError
+from connectors.kubernetes.workload_conditions import (
+    DEFAULT_GPU_RESOURCES,
+    workload_frame,
+    workload_row,
+)
+from connectors.kubernetes.workload_fields import BadField
 from connectors.textfiles import open_text
 
+REJECT_SOURCE = "kueue_workloads"
 WORKLOAD_SCHEMA = {
     "uid": pl.String,
     "namespace": pl.String,
@@ -27,10 +39,13 @@ WORKLOAD_SCHEMA = {
 }
 
 
-def _timestamp(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=None)
+@dataclass(frozen=True)
+class WorkloadSnapshot:
+    """The items of one snapshot that could be read, and the ones that could not."""
+
+    raw: pl.DataFrame  # WORKLOAD_SCHEMA
+    workloads: pl.DataFrame  # workload_conditions.WORKLOAD_TYPES
+    rejects: list[Reject]
 
 
 def check_kubectl_list(doc: object, origin: str) -> dict:
@@ -41,8 +56,10 @@ def check_kubectl_list(doc: object, origin: str) -> dict:
     return doc
 
 
-def read_workload_snapshot(path: Path) -> tuple[pl.DataFrame, list[Reject]]:
-    """Return one row per Workload item; items without a uid are rejected with their index."""
+def read_workload_snapshot(
+    path: Path, *, gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES
+) -> WorkloadSnapshot:
+    """Read every Workload item of ``path``; bad items are rejected one by one."""
     try:
         with open_text(path) as fh:
             doc = json.load(fh)
@@ -53,32 +70,30 @@ def read_workload_snapshot(path: Path) -> tuple[pl.DataFrame, list[Reject]]:
         msg = f"{path}:{exc.lineno}: expected JSON from kubectl -o json, found {exc.msg}"
         raise SourceError(msg) from exc
     check_kubectl_list(doc, str(path))
-    rows: list[dict[str, object]] = []
+    raw_rows: list[dict[str, object]] = []
+    rows: list[dict] = []
     rejects: list[Reject] = []
+    seen: dict[str, int] = {}
     for index, item in enumerate(doc["items"]):
-        meta = item.get("metadata", {}) if isinstance(item, dict) else {}
-        uid = meta.get("uid")
-        if not uid:
-            rejects.append(
-                Reject("kueue_workloads", str(path), index, "metadata.uid",
-                       "expected a Workload uid, found none", json.dumps(item)[:2000])
-            )
+        try:
+            row = workload_row(item, str(path), tuple(gpu_resources))
+            if row["uid"] in seen:  # a List from one API server never repeats a uid
+                where = "metadata.uid"
+                raise BadField(where, f"a uid not already at item {seen[row['uid']]}",
+                               row["uid"])
+        except BadField as bad:
+            where = f"items[{index}]" + (f".{bad.path}" if bad.path else "")
+            rejects.append(Reject(REJECT_SOURCE, str(path), index, where, bad.reason,
+                                  json.dumps(item, sort_keys=True)[:2000]))
             continue
-        spec = item.get("spec", {})
-        status = item.get("status", {})
-        pod_sets = spec.get("podSets", [])
-        rows.append(
-            {
-                "uid": uid,
-                "namespace": meta.get("namespace", ""),
-                "name": meta.get("name", ""),
-                "queue_name": spec.get("queueName", ""),
-                "cluster_queue": (status.get("admission") or {}).get("clusterQueue", ""),
-                "created_at": _timestamp(meta.get("creationTimestamp")),
-                "pod_sets": len(pod_sets),
-                "pods_wanted": sum(int(ps.get("count", 0)) for ps in pod_sets),
-                "object_json": json.dumps(item, sort_keys=True),
-                "source_file": str(path),
-            }
-        )
-    return pl.DataFrame(rows, schema=WORKLOAD_SCHEMA), rejects
+        seen[row["uid"]] = index
+        rows.append(row)
+        raw_rows.append({
+            "uid": row["uid"], "namespace": row["namespace"], "name": row["name"],
+            "queue_name": row["queue_name"] or "", "cluster_queue": row["cluster_queue"] or "",
+            "created_at": row["created_at"], "pod_sets": row["pod_sets"],
+            "pods_wanted": row["pods_wanted"], "object_json": json.dumps(item, sort_keys=True),
+            "source_file": str(path),
+        })
+    return WorkloadSnapshot(pl.DataFrame(raw_rows, schema=WORKLOAD_SCHEMA),
+                            workload_frame(rows), rejects)
