@@ -9,20 +9,41 @@ dropped, timestamps rounded to milliseconds, no staleness markers.
 
 Selectors: ``name``, ``name{l="v", l!="v", l=~"re", l!~"re"}`` and ``{__name__=~"re", ...}``;
 regexes are fully anchored as in PromQL, a missing label matches ``""``.
+
+Values are what Python's ``float`` reads (no ``_`` digit separators): ``NaN``, ``+Inf`` and
+``-Inf`` are legal and kept as such in ``value`` (consumers decide what they mean). Timestamps
+must be finite seconds below 1e11 (a file in milliseconds is refused line by line).
+
+Bad lines, ``source.rejects``: a sample line that cannot be read does not abort the file. It is
+skipped and kept in ``rejects``, a list of ``connectors.errors.Reject`` in file order, with
+``source="openmetrics"``, ``source_file`` the file's resolved path (``str(path.resolve())``, the
+key ``gpuledger.k8s_ingest`` replaces earlier rejects of the file by), ``line_no`` (1-based),
+``field`` (``name``, ``labels``, ``value``, ``timestamp`` or ``line``: undecodable bytes or text
+after the timestamp), ``reason`` ("expected ..., found ...") and ``raw``, the line as read
+(undecodable bytes replaced by U+FFFD, cut at 4096 characters). Reading ``rejects`` parses the
+file if no read has yet (so it may raise ``SourceError`` like a read); it is complete from then
+on and does not change. Comment, ``# HELP``/``# TYPE``/``# UNIT`` and blank lines are not samples
+and never rejected; nothing after ``# EOF`` is read.
+
+The whole file is refused (``SourceError``) when it cannot be opened or decompressed, holds no
+readable sample line, or holds more unreadable sample lines than readable ones: that is not an
+OpenMetrics file with a few bad lines but another format (or binary garbage).
 """
 
 from __future__ import annotations
 
 import bisect
 import gzip
+import math
 import re
+import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import polars as pl
 
-from connectors.errors import SourceError
+from connectors.errors import Reject, SourceError
 from connectors.kubernetes.prometheus import (
     check_selector,
     epoch_ms,
@@ -38,12 +59,54 @@ _MATCHER = re.compile(
     r"""\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')\s*,?"""
 )
 _UNESCAPE = re.compile(r"\\(.)")
+_TOKEN = re.compile(r"[^{\s]*")
+SOURCE = "openmetrics"
+MAX_TS_S = 1e11  # seconds (year 5138): beyond that the file is in milliseconds (or garbage)
+RAW_CHARS = 4096  # longest raw line kept in a reject
+
+
+class _BadLine(Exception):  # an internal signal: never leaves this module
+    """A sample line that cannot be read: which field and why ("expected ..., found ...")."""
+
+    def __init__(self, *, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field, self.reason = field, reason
+
+
+def _number(text: str) -> float | None:
+    """`text` as a float (NaN, +Inf, -Inf included), or None; no ``_`` separators."""
+    if "_" in text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _unescape(text: str) -> str:
     if "\\" not in text:
         return text
     return _UNESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), text)
+
+
+def _check_text(line: str) -> None:
+    """A non-ASCII line read with surrogateescape: refuse it if it held bytes that are not UTF-8."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        msg = f"expected UTF-8 text, found undecodable bytes at character {exc.start}"
+        raise _BadLine(field="line", reason=msg) from None
+
+
+def _raw_text(line: str) -> str:
+    """`line` as storable text: undecodable bytes as U+FFFD, at most RAW_CHARS characters."""
+    if not line.isascii():
+        line = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return line[:RAW_CHARS]
 
 
 @dataclass
@@ -103,11 +166,21 @@ def parse_selector(selector: str) -> list[Matcher]:
 
 
 class OpenMetricsFileSource:
-    """`MetricsSource` over an OpenMetrics file (parsed once, on first use, kept in memory)."""
+    """`MetricsSource` over an OpenMetrics file (parsed once, on first use, kept in memory).
+
+    ``rejects``: the file's unreadable sample lines (see the module docstring).
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._by_name: dict[str, list[_Series]] | None = None
+        self._rejects: list[Reject] = []
+
+    @property
+    def rejects(self) -> list[Reject]:
+        """Unreadable sample lines of the file, in file order (parses the file if needed)."""
+        self._load()
+        return self._rejects
 
     # ------------------------------------------------------------------ parsing
 
@@ -118,84 +191,125 @@ class OpenMetricsFileSource:
         except OSError as exc:
             msg = f"expected an OpenMetrics file at {self.path}: {exc}"
             raise SourceError(msg) from exc
+        # surrogateescape: a line with bytes that are not UTF-8 is rejected, not the whole file
         if self.path.suffix == ".gz" or magic == b"\x1f\x8b":
-            return gzip.open(self.path, "rt", encoding="utf-8")
-        return self.path.open(encoding="utf-8")
+            return gzip.open(self.path, "rt", encoding="utf-8", errors="surrogateescape")
+        return self.path.open(encoding="utf-8", errors="surrogateescape")
 
     def _load(self) -> dict[str, list[_Series]]:
         if self._by_name is not None:
             return self._by_name
         index: dict[str, _Series] = {}  # raw "name{labels}" -> series
         by_name: dict[str, list[_Series]] = {}
-        with self._open() as fh:
-            for line_no, raw in enumerate(fh, 1):
-                line = raw.rstrip("\n")
-                if not line or line[0] == "#":
-                    if line.startswith("# EOF"):
-                        break
-                    continue
-                key, value, ts = self._split(line, line_no)
-                series = index.get(key)
-                if series is None:
-                    series = self._new_series(key, line_no)
-                    index[key] = series
-                    by_name.setdefault(series.name, []).append(series)
-                if series.ts_ms and ts < series.ts_ms[-1]:
-                    series.ordered = False
-                series.ts_ms.append(ts)
-                series.values.append(value)
+        rejects: list[Reject] = []
+        source_file = str(self.path.resolve())
+        good = 0
+        try:
+            with self._open() as fh:
+                for line_no, raw in enumerate(fh, 1):
+                    line = raw.rstrip("\n")
+                    if not line or line[0] == "#":
+                        if line.startswith("# EOF"):
+                            break
+                        continue
+                    try:
+                        if not line.isascii():
+                            _check_text(line)
+                        key, value, ts = self._split(line)
+                        series = index.get(key)
+                        if series is None:
+                            series = self._new_series(key)
+                            index[key] = series
+                            by_name.setdefault(series.name, []).append(series)
+                    except _BadLine as bad:
+                        rejects.append(Reject(SOURCE, source_file, line_no, bad.field,
+                                              bad.reason, _raw_text(line)))
+                        continue
+                    good += 1
+                    if series.ts_ms and ts < series.ts_ms[-1]:
+                        series.ordered = False
+                    series.ts_ms.append(ts)
+                    series.values.append(value)
+        except (OSError, EOFError, zlib.error) as exc:  # truncated or corrupt gzip, I/O error
+            msg = f"expected a readable OpenMetrics file at {self.path}, found {exc}"
+            raise SourceError(msg) from exc
+        if good == 0 or len(rejects) > good:
+            first = f"; first: {rejects[0].describe()}" if rejects else ""
+            msg = (f"expected an OpenMetrics file at {self.path} (sample lines "
+                   f"'name{{labels}} value timestamp'), found {good} readable and "
+                   f"{len(rejects)} unreadable sample line(s){first}")
+            raise SourceError(msg)
         self._by_name = by_name
+        self._rejects = rejects
         return by_name
 
-    def _split(self, line: str, line_no: int) -> tuple[str, float, int]:
+    @staticmethod
+    def _split(line: str) -> tuple[str, float, int]:
         """(``name{labels}`` as written, value, timestamp in ms) of a sample line."""
         if " # {" in line:  # an exemplar follows the sample
             line = line[: line.rfind(" # {")]
-        brace = line.find("{")
-        space = line.find(" ")
-        if brace != -1 and (space == -1 or brace < space):
+        name = _NAME.match(line)
+        end = name.end() if name else 0
+        if name is None or (end < len(line) and line[end] != "{" and not line[end].isspace()):
+            token = _TOKEN.match(line)
+            found = token.group(0) if token and token.group(0) else line
+            msg = f"expected a metric name like [a-zA-Z_:][a-zA-Z0-9_:]*, found {_shown(found)}"
+            raise _BadLine(field="name", reason=msg)
+        if end < len(line) and line[end] == "{":
             close = line.rfind("}")  # value and timestamp never contain a brace
-            if close < brace:
-                self._fail(line_no, "an unterminated label set", line)
+            if close < end:
+                msg = f"expected a label set closed by '}}', found {_shown(line[end:])}"
+                raise _BadLine(field="labels", reason=msg)
             key, rest = line[: close + 1], line[close + 1 :]
         else:
-            if space == -1:
-                self._fail(line_no, "a value after the metric name", line)
-            key, rest = line[:space], line[space:]
+            key, rest = line[:end], line[end:]
         parts = rest.split()
-        if len(parts) < 2:
-            self._fail(line_no, "a value and a timestamp (seconds)", line)
-        try:
-            value = float(parts[0])
-            ts = round(float(parts[1]) * 1000)
-        except ValueError:
-            self._fail(line_no, "a number value and timestamp", line)
-        return key, value, ts
+        if not parts:
+            msg = f"expected a value after {_shown(key)}, found nothing"
+            raise _BadLine(field="value", reason=msg)
+        if len(parts) == 1:
+            msg = f"expected a timestamp (seconds) after the value {parts[0]!r}, found nothing"
+            raise _BadLine(field="timestamp", reason=msg)
+        if len(parts) > 2:
+            msg = f"expected the end of the line after the timestamp, found {_shown(parts[2])}"
+            raise _BadLine(field="line", reason=msg)
+        value = _number(parts[0])
+        if value is None:
+            msg = f"expected a number, NaN, +Inf or -Inf as the value, found {_shown(parts[0])}"
+            raise _BadLine(field="value", reason=msg)
+        seconds = _number(parts[1])
+        if seconds is None or not math.isfinite(seconds) or abs(seconds) >= MAX_TS_S:
+            hint = " (milliseconds?)" if seconds is not None and math.isfinite(seconds) else ""
+            msg = f"expected a timestamp in seconds, found {_shown(parts[1])}{hint}"
+            raise _BadLine(field="timestamp", reason=msg)
+        return key, value, round(seconds * 1000)
 
-    def _new_series(self, key: str, line_no: int) -> _Series:
+    @staticmethod
+    def _new_series(key: str) -> _Series:
         brace = key.find("{")
         name = key if brace == -1 else key[:brace]
-        if not _NAME.fullmatch(name):
-            self._fail(line_no, "a metric name", key)
         labels: dict[str, str] = {}
         if brace != -1:
             body = key[brace + 1 : -1]
             pos = 0
+            seen: set[str] = set()
             while pos < len(body):
                 m = _LABEL_PAIR.match(body, pos)
                 if m is None:
                     if body[pos:].strip(" ,"):
-                        self._fail(line_no, "label=\"value\" pairs", key)
+                        msg = f'expected label="value" pairs, found {_shown(body[pos:])}'
+                        raise _BadLine(field="labels", reason=msg)
                     break
+                label = m.group(1)
+                if label in seen:
+                    msg = f"expected each label once, found {label!r} twice"
+                    raise _BadLine(field="labels", reason=msg)
+                seen.add(label)
                 value = _unescape(m.group(2))
                 if value != "":  # Prometheus drops empty-valued labels on ingest
-                    labels[m.group(1)] = value
+                    labels[label] = value
                 pos = m.end()
         return _Series(name=name, labels=labels, ts_ms=[], values=[])
-
-    def _fail(self, line_no: int, expected: str, found: str):
-        msg = f"{self.path}:{line_no}: expected {expected}, found {found[:200]!r}"
-        raise SourceError(msg)
 
     # ------------------------------------------------------------------ selection
 

@@ -18,6 +18,14 @@ where they fail instead.
 
 Also here: ``small_cluster_om`` (path of the committed fixture) and ``small_cluster`` (that file
 parsed, so tests can count what was written).
+
+``prometheus_scrape`` (session scope) is the factory of the scrape harness (``scrape.py``: real
+Prometheus servers scraping exposition text we serve, one per ``honor_labels`` setup)::
+
+    with prometheus_scrape([kube_state_metrics(text)], interval_s=1.0) as harness:
+        start, end = harness.wait_for_samples(5)
+
+A harness not stopped by its test is stopped at session end. Same skip/fail policy.
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ from typing import NoReturn
 
 import pytest
 import requests
+
+from tests.prometheus_real.scrape import ScrapeHarness, ScrapeHarnessError, Target
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICE_DIR = ROOT / "tests" / "services" / "prometheus"
@@ -283,6 +293,47 @@ def real_prometheus(
     prometheus_tools: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PrometheusFactory]:
     factory = PrometheusFactory(tmp_path_factory.mktemp("prometheus"))
+    yield factory
+    errors = factory.stop_all()
+    assert not errors, errors
+
+
+class ScrapeFactory:
+    """Callable behind the ``prometheus_scrape`` fixture: starts `ScrapeHarness` es."""
+
+    def __init__(self, base_dir: Path, prometheus: str) -> None:
+        self._base = base_dir
+        self._prometheus = prometheus
+        self._started: list[ScrapeHarness] = []
+
+    def __call__(self, targets: list[Target], *, interval_s: float = 1.0,
+                 setups: dict | None = None) -> ScrapeHarness:
+        """A started harness scraping `targets` (see scrape.py); use it as a context manager."""
+        base = self._base / f"scrape-{len(self._started) + 1:03d}"
+        harness = ScrapeHarness(targets, base, prometheus=self._prometheus,
+                                interval_s=interval_s, setups=setups)
+        self._started.append(harness)
+        try:
+            harness.start()
+        except ScrapeHarnessError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        return harness
+
+    def stop_all(self) -> list[str]:
+        errors = []
+        for harness in reversed(self._started):
+            try:
+                harness.stop()
+            except ScrapeHarnessError as exc:
+                errors.append(str(exc))
+        return errors
+
+
+@pytest.fixture(scope="session")
+def prometheus_scrape(
+    prometheus_tools: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ScrapeFactory]:
+    factory = ScrapeFactory(tmp_path_factory.mktemp("scrape"), prometheus_tools["prometheus"])
     yield factory
     errors = factory.stop_all()
     assert not errors, errors

@@ -47,7 +47,8 @@ def test_pre_016_replicas_exposing_the_same_counters_count_once(prometheus_scrap
     targets = [replica("a", "kueue-a", "10.244.1.9:8443", "kueue-controller-manager-a", render),
                replica("b", "kueue-b", "10.244.2.7:8443", "kueue-controller-manager-b", render)]
     with prometheus_scrape(targets) as h:
-        start, end = h.wait_for_samples(12)
+        h.wait_for_samples(12)
+        start, end = h.freeze()  # the ingest reads whole UTC days: no scrape after `end`
         for setup in ("nohonor", "honor"):
             src = h.source(setup)
             raw = src.raw_samples(ADMITTED, start, end)
@@ -87,7 +88,8 @@ def test_leader_failover_between_two_targets(prometheus_scrape):
                replica("b", "kueue-b", "10.244.2.7:8443", "kueue-controller-manager-b",
                        new_leader)]
     with prometheus_scrape(targets) as h:
-        start, end = h.wait_for_samples(int(FAILOVER_S) + 10)
+        h.wait_for_samples(int(FAILOVER_S) + 10)
+        start, end = h.freeze()  # the ingest reads whole UTC days: no scrape after `end`
         for setup in ("nohonor", "honor"):
             src = h.source(setup)
             raw = src.raw_samples(ADMITTED, start, end)

@@ -105,10 +105,14 @@ def test_parse_selector_rejects_ranges_and_garbage():
 
 
 def test_broken_line_names_file_and_line(tmp_path: Path):
+    # a bad line is a reject (tests/connectors/kubernetes/test_openmetrics_rejects.py), not an abort
     path = tmp_path / "bad.om"
     path.write_text('ok{a="1"} 1 1736150400\nbroken{a="1"} 1\n# EOF\n', encoding="utf-8")
-    with pytest.raises(SourceError, match=r"bad.om:2: expected a value and a timestamp"):
-        OpenMetricsFileSource(path).raw_samples("ok", *WINDOW)
+    src = OpenMetricsFileSource(path)
+    assert src.raw_samples("ok", *WINDOW).height == 1
+    assert [r.describe() for r in src.rejects] == [
+        f"{path.resolve()}:2: field timestamp: expected a timestamp (seconds) after the value "
+        "'1', found nothing"]
 
 
 def test_missing_file_is_a_source_error(tmp_path: Path):
