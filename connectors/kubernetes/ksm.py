@@ -1,42 +1,75 @@
 """Pod GPU allocation intervals and node GPU capacity from kube-state-metrics raw samples.
 
-Allocation = what the scheduler gave a pod, not what it used: the GPU *request* of the pod
-(``kube_pod_container_resource_requests{resource="nvidia_com_gpu"}`` summed over its containers;
-the limit for a container that has no request; ``max(sum, largest init-container request)`` when
-init containers request GPUs -- the Kubernetes effective request), counted only at samples where
+Allocation = what the scheduler gave a pod, not what it used: the pod's *effective* GPU request
+(ksm_pods.py: ``max(max(init containers), sum(containers) + sum(sidecars))``, a container's limit
+standing in for a missing request), counted only at samples where
 
-* the pod is bound to a node (the ``node`` label is non-empty -- Prometheus drops ``node=""``, so
-  the label is absent while the pod is Pending), and
+* the pod is bound to a node (a non-empty ``node`` -- Prometheus drops ``node=""``, so the label
+  is absent while the pod is Pending; ``kube_pod_info``'s node where the request series have
+  none, as in KSM v2.0's init-container metrics), and
 * ``kube_pod_status_phase{phase="Running"}`` is 1 at that scrape.
 
 KSM reports requests for every pod object in every phase, until deletion (Job TTL), so the phase
 gate matters: a Succeeded pod that is kept for 10 minutes holds no GPU.
 
-Interval convention (per pod ``uid``; a pod recreated by a Job retry has a new uid, own rows)::
+Every label is read as the workload's in both scrape shapes (``exported_namespace``/``_pod``/
+``_container``/``_node`` without honor_labels; ksm_labels.py). A pod is keyed by its ``uid``, or
+before KSM v2.1.0 by ``namespace/pod@creation time`` (ksm_keys.py); a pod recreated by a Job
+retry has a new key, so its own rows.
 
-    [first Running sample, last Running sample + scrape interval)   clipped to [start, end)
+Interval convention (per pod key, ksm_boundaries.py)::
 
-A new interval starts after a gap of more than 2 x the scrape interval between Running samples (no
-data is not "running"), or when the pod's node or GPU count changes. The scrape interval is the
-median spacing of the pod's own KSM samples unless given.
+    [kube_pod_start_time | first Running sample, kube_pod_completion_time | last Running sample + Δ)
+    clipped to [start, end)
 
-Error bound: with scrape interval Δ, the true start t0 lies in (first - Δ, first] and the true end
-t1 in (last, last + Δ], so each interval end is off by less than one Δ (both ends are biased the
-same way, late, so the duration error is within (-Δ, +Δ) per interval), plus the delay between the
-kubelet's status update and KSM's next list/watch event (not measurable from metrics). Samples
-before ``start`` (a look-back of 2 Δ, or 5 min when Δ is inferred) are read so that an interval
-running across ``start`` begins exactly at ``start`` -- consecutive windows add up to the whole.
+The exact times are used where they agree with the samples (no scrape between the start time and
+the first Running sample saw the pod in another phase -- on a regular grid: within one scrape
+interval Δ before it; likewise the completion after the last; never more than 2 Δ away) and with
+the other pods on the node; otherwise the scrape grid, and each row records which
+(``start_source``, ``end_source``). A new interval starts after
+a gap of more than 2 Δ between Running samples (no data is not "running"), or when the pod's
+node or GPU count changes. Δ is the median spacing of the pod's own KSM samples unless given.
+
+Error bound on the grid: the true start t0 lies in (first - Δ, first] and the true end t1 in
+(last, last + Δ], so each grid end is off by less than one Δ, plus the delay between the
+kubelet's status update and KSM's next list/watch event. Samples from 2 Δ before ``start`` (5 min
+when Δ is inferred) to 2 Δ after ``end`` are read, so that an interval running across a window
+bound ends exactly there and exact times just across it are seen: consecutive windows add up.
+
+Samples that cannot be used (no key, NaN/±Inf or fractional GPU counts, a Running pod without a
+node) go to the `rejects` sink with their reason; boundary and label problems to `notes`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from datetime import datetime, timedelta
 
 import polars as pl
 
+from connectors.kubernetes.ksm_attributes import (
+    CLUSTER_QUEUE_LABEL,
+    KUEUE_QUEUE_LABELS,
+    LOCAL_QUEUE_LABEL,
+    QUEUE_LABEL,
+    pod_attributes,
+)
+from connectors.kubernetes.ksm_boundaries import (
+    COMPLETION_TIME,
+    START_TIME,
+    exact_times,
+    pod_intervals,
+)
+from connectors.kubernetes.ksm_keys import UID_BATCH, read_for_uids, read_keys
+from connectors.kubernetes.ksm_labels import node_target_jobs, with_workload
+from connectors.kubernetes.ksm_pods import (
+    COMPONENT,
+    NO_NODE,
+    effective_gpus,
+    read_gpu_samples,
+    reject_bad_values,
+    sidecars,
+)
 from connectors.kubernetes.prometheus import MetricsSource, utc_naive
 from connectors.kubernetes.records import (
     NODE_GPU_CAPACITY_SCHEMA,
@@ -44,48 +77,21 @@ from connectors.kubernetes.records import (
     TS,
     conform,
     empty,
-    label,
+    keep_rejects,
 )
+
+__all__ = [
+    "CLUSTER_QUEUE_LABEL", "GPU_RESOURCE", "KUEUE_QUEUE_LABELS", "LOCAL_QUEUE_LABEL",
+    "QUEUE_LABEL", "UID_BATCH", "build_runs", "infer_intervals", "node_gpu_capacity",
+    "pod_gpu_allocations", "read_for_uids",
+]
 
 log = logging.getLogger(__name__)
 
 GPU_RESOURCE = "nvidia_com_gpu"  # KSM sanitises nvidia.com/gpu
 DEFAULT_INTERVAL = timedelta(seconds=30)  # only when nothing can be inferred at all
 INFER_LOOKBACK = timedelta(minutes=5)
-QUEUE_LABEL = "label_kueue_x_k8s_io_queue_name"
-_NONE = "<none>"  # KSM's owner_kind/owner_name for pods without an owner
 _US = 1_000_000
-
-
-UID_BATCH = 100  # uids per regex matcher (~4 KB of URL)
-
-
-def _regex_literal(value: str) -> str:
-    """`value` as an exact-match RE2 pattern inside a PromQL double-quoted string."""
-    if re.fullmatch(r"[A-Za-z0-9_.:-]*", value):
-        return value.replace(".", "\\\\.")
-    return re.escape(value).replace("\\", "\\\\").replace('"', '\\"')
-
-
-def read_for_uids(
-    source: MetricsSource, metric: str, uids: list[str], start: datetime, end: datetime,
-    matchers: str = "",
-) -> pl.DataFrame:
-    """Raw samples of `metric` for the given pod uids only (batched ``uid=~"a|b|..."``).
-
-    Per-pod KSM metrics exist for every pod of the cluster; reading only the GPU pods' series
-    keeps a read of a big cluster proportional to its GPU pods.
-    """
-    parts = []
-    extra = f",{matchers}" if matchers else ""
-    for i in range(0, len(uids), UID_BATCH):
-        batch = "|".join(_regex_literal(u) for u in uids[i : i + UID_BATCH])
-        frame = source.raw_samples(f'{metric}{{uid=~"{batch}"{extra}}}', start, end)
-        if frame.height:
-            parts.append(frame)
-    if not parts:
-        return pl.DataFrame(schema={"ts": TS, "value": pl.Float64, "__name__": pl.String})
-    return pl.concat(parts, how="diagonal_relaxed")
 
 
 def _note(notes: list[str] | None, text: str) -> None:
@@ -157,119 +163,48 @@ def build_runs(
 
 # --------------------------------------------------------------------------- pods
 
-
-def _per_container(requests: pl.DataFrame, limits: pl.DataFrame) -> pl.DataFrame:
-    """(uid, container, ts) -> GPUs: the request, or the limit where no request was sampled."""
-
-    def shape(frame: pl.DataFrame) -> pl.DataFrame:
-        return frame.select(
-            label(frame, "uid").alias("uid"),
-            label(frame, "namespace").alias("namespace"),
-            label(frame, "pod").alias("pod"),
-            label(frame, "container").alias("container"),
-            label(frame, "node").alias("node"),
-            "ts",
-            "value",
-        ).filter(pl.col("uid").is_not_null() & pl.col("value").is_not_nan())
-
-    req = shape(requests)
-    lim = shape(limits)
-    key = ["uid", "container", "ts"]
-    req = req.group_by(key).agg(pl.all().exclude(key).sort_by("value").last())
-    lim = lim.group_by(key).agg(pl.all().exclude(key).sort_by("value").last())
-    lim = lim.join(req.select(key), on=key, how="anti", nulls_equal=True)
-    return pl.concat([req, lim.select(req.columns)])
+PHASE_REASONS = (
+    (pl.col("value").is_nan(), "expected a phase value of 0 or 1, found NaN"),
+    (~pl.col("value").is_nan() & ~pl.col("value").is_in([0.0, 1.0]),
+     "expected a phase value of 0 or 1, found another number"),
+)
 
 
-def _pod_samples(
-    source: MetricsSource, q0: datetime, end: datetime, resource: str, notes: list[str] | None
-) -> pl.DataFrame:
-    """(uid, ts) -> namespace, pod, node, gpus for every KSM scrape of a GPU-requesting pod."""
-    match = f'{{resource="{resource}"}}'
-    requests_ = source.raw_samples(f"kube_pod_container_resource_requests{match}", q0, end)
-    limits = source.raw_samples(f"kube_pod_container_resource_limits{match}", q0, end)
-    if requests_.height == 0 and limits.height == 0:
-        _note(notes, f"kube_pod_container_resource_requests/limits{match}: no samples in "
-                     f"[{q0}, {end}); no pod holds GPUs there")
-        return pl.DataFrame()
-    if requests_.height == 0:
-        _note(notes, f"kube_pod_container_resource_requests{match} absent: using limits")
-    per_container = _per_container(requests_, limits)
-    pods = per_container.group_by(["uid", "ts"]).agg(
-        pl.col("namespace").drop_nulls().first(),
-        pl.col("pod").drop_nulls().first(),
-        pl.col("node").drop_nulls().max(),
-        pl.col("value").sum().alias("gpus"),
-    )
-    init = source.raw_samples(f"kube_pod_init_container_resource_requests{match}", q0, end)
-    if init.height and "uid" in init.columns:
-        init_max = init.group_by(["uid", "ts"]).agg(pl.col("value").max().alias("init_gpus"))
-        pods = pods.join(init_max, on=["uid", "ts"], how="left").with_columns(
-            pl.max_horizontal("gpus", pl.col("init_gpus").fill_null(0)).alias("gpus")
-        ).drop("init_gpus")
-    if "node" not in requests_.columns and "node" not in limits.columns:
-        # Older KSM without the node label on requests: take it from kube_pod_info.
-        info = read_for_uids(source, "kube_pod_info", _uids(per_container), q0, end)
-        if info.height and "node" in info.columns:
-            nodes = info.group_by(["uid", "ts"]).agg(pl.col("node").drop_nulls().max())
-            pods = pods.drop("node").join(nodes, on=["uid", "ts"], how="left")
-    return pods
+def read_window(start: datetime, end: datetime,
+                scrape_interval: timedelta | None) -> tuple[datetime, datetime]:
+    """The span read for the window ``[start, end)``: 2 Δ (or 5 min) either side."""
+    margin = 2 * scrape_interval if scrape_interval else INFER_LOOKBACK
+    return start - margin, end + margin
 
 
-def _latest_per_uid(frame: pl.DataFrame, cols: list[str]) -> pl.DataFrame:
-    if frame.height == 0 or "uid" not in frame.columns:
-        return pl.DataFrame(schema={"uid": pl.String, **dict.fromkeys(cols, pl.String)})
-    return (
-        frame.sort("ts")
-        .group_by("uid")
-        .agg([label(frame, c).last().alias(c) for c in cols])
-    )
+def _running(phase: pl.DataFrame, rejects: list[pl.DataFrame] | None) -> pl.DataFrame:
+    """(uid, ts) -> running, from ``kube_pod_status_phase{phase="Running"}`` samples."""
+    bad = pl.lit(False)
+    for cond, reason in PHASE_REASONS:
+        keep_rejects(rejects, phase.filter(~bad & cond), COMPONENT, reason)
+        bad = bad | cond
+    ok = phase.filter(~bad)
+    return ok.group_by(["_key", "ts"]).agg(
+        (pl.col("value") == 1).any().alias("running")).rename({"_key": "uid"})
 
 
-def _uids(frame: pl.DataFrame) -> list[str]:
-    return frame["uid"].drop_nulls().unique().sort().to_list()
-
-
-def _pod_attributes(
-    source: MetricsSource, uids: list[str], q0: datetime, end: datetime,
-    notes: list[str] | None,
-) -> pl.DataFrame:
-    """uid -> service_account, labels (JSON), queue_name, owner_kind, owner_name."""
-    sa = read_for_uids(source, "kube_pod_service_account", uids, q0, end)
-    if sa.height == 0:
-        _note(notes, "kube_pod_service_account absent: service_account is null")
-    out = _latest_per_uid(sa, ["service_account"])
-
-    owner = read_for_uids(source, "kube_pod_owner", uids, q0, end)
-    if owner.height == 0:
-        _note(notes, "kube_pod_owner absent: owner_kind/owner_name are null")
-    else:
-        owner = owner.with_columns(
-            controller=(label(owner, "owner_is_controller") == "true").fill_null(False)
-        ).sort(["controller", "ts"])
-    owners = _latest_per_uid(owner, ["owner_kind", "owner_name"]).with_columns(
-        pl.when(pl.col(c) == _NONE).then(None).otherwise(pl.col(c)).alias(c)
-        for c in ("owner_kind", "owner_name")
-    )
-    out = out.join(owners, on="uid", how="full", coalesce=True)
-
-    labels = read_for_uids(source, "kube_pod_labels", uids, q0, end)
-    if labels.height == 0 or "uid" not in labels.columns:
-        _note(notes, "kube_pod_labels absent (KSM exports pod labels only when allow-listed with "
-                     "--metric-labels-allowlist): labels and queue_name are null")
-        rows = pl.DataFrame(schema={"uid": pl.String, "labels": pl.String,
-                                    "queue_name": pl.String})
-    else:
-        label_cols = sorted(c for c in labels.columns if c.startswith("label_"))
-        latest = _latest_per_uid(labels, label_cols)
-        records = []
-        for row in latest.iter_rows(named=True):
-            found = {c[len("label_"):]: row[c] for c in label_cols if row[c] is not None}
-            records.append((row["uid"], json.dumps(found, sort_keys=True),
-                            row.get(QUEUE_LABEL)))
-        rows = pl.DataFrame(records, schema={"uid": pl.String, "labels": pl.String,
-                                             "queue_name": pl.String}, orient="row")
-    return out.join(rows, on="uid", how="full", coalesce=True)
+def _fill_nodes(source: MetricsSource, pods: pl.DataFrame, node_jobs: set[str | None],
+                q0: datetime, q1: datetime) -> pl.DataFrame:
+    """Running pods whose request series have no node take ``kube_pod_info``'s at that scrape
+    (KSM v2.0 init-container requests carry no node label)."""
+    missing = pods.filter(pl.col("running").fill_null(False) & pl.col("node").is_null()
+                          & (pl.col("gpus") > 0))
+    if missing.height == 0:
+        return pods
+    keys = missing["uid"].unique().sort().to_list()
+    info = read_keys(source, "kube_pod_info", keys, q0, q1)
+    if info.height == 0:
+        return pods
+    info = with_workload(info, node_jobs=node_jobs)
+    nodes = info.filter(pl.col("_node").is_not_null()).group_by(["_key", "ts"]).agg(
+        pl.col("_node").max().alias("_info_node")).rename({"_key": "uid"})
+    return pods.join(nodes, on=["uid", "ts"], how="left").with_columns(
+        node=pl.coalesce("node", "_info_node")).drop("_info_node")
 
 
 def pod_gpu_allocations(
@@ -282,44 +217,65 @@ def pod_gpu_allocations(
     notes: list[str] | None = None,
     rejects: list[pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
-    """One row per GPU allocation interval per pod uid (``POD_GPU_ALLOCATION_SCHEMA``).
+    """One row per GPU allocation interval per pod key (``POD_GPU_ALLOCATION_SCHEMA``).
 
     See the module docstring for the rules and the interval convention. Missing optional metrics
     (service account, labels, owner) leave their columns null and are reported through
-    `notes` (and the log).
+    `notes` (and the log); unusable samples go to `rejects`.
     """
     start, end = utc_naive(start), utc_naive(end)
-    margin = 2 * scrape_interval if scrape_interval else INFER_LOOKBACK
-    q0 = start - margin
-    pods = _pod_samples(source, q0, end, resource, notes)
-    if pods.height == 0:
+    q0, q1 = read_window(start, end, scrape_interval)
+    found: list[str] = []
+    try:
+        out = _pod_allocations(source, start, end, q0, q1, scrape_interval, resource, found,
+                               rejects)
+    finally:
+        for text in dict.fromkeys(found):
+            _note(notes, text)
+    return out
+
+
+def _pod_allocations(source: MetricsSource, start: datetime, end: datetime, q0: datetime,
+                     q1: datetime, scrape_interval: timedelta | None, resource: str,
+                     found: list[str], rejects: list[pl.DataFrame] | None) -> pl.DataFrame:
+    match = f'{{resource="{resource}"}}'
+    samples = read_gpu_samples(source, q0, q1, resource, rejects)
+    if samples.rows.height == 0:
+        found.append(f"kube_pod_container_resource_requests/limits{match} (and the init "
+                     f"containers'): no samples in [{q0}, {q1}); no pod holds GPUs there")
         return empty(POD_GPU_ALLOCATION_SCHEMA)
-    phase = read_for_uids(source, "kube_pod_status_phase", _uids(pods), q0, end,
-                          'phase="Running"')
-    if phase.height == 0 or "uid" not in phase.columns:
-        _note(notes, 'kube_pod_status_phase{phase="Running"}: no samples; no pod counted as '
+    rows = samples.rows
+    if rows.filter((pl.col("_kind") == "container") & (pl.col("_what") == "request")).height \
+            == 0 and rows.filter(pl.col("_kind") == "container").height:
+        found.append(f"kube_pod_container_resource_requests{match} absent: using limits")
+    if samples.synthetic:
+        found.append(f"kube-state-metrics before v2.1.0 (pod metrics without a uid label): "
+                     f"{samples.synthetic} GPU pods keyed by namespace/pod@creation time "
+                     "(kube_pod_created) in the uid column")
+    keys = rows["_key"].unique().sort().to_list()
+    phase = read_keys(source, "kube_pod_status_phase", keys, q0, q1, 'phase="Running"')
+    if phase.height == 0:
+        found.append('kube_pod_status_phase{phase="Running"}: no samples; no pod counted as '
                      "Running")
         return empty(POD_GPU_ALLOCATION_SCHEMA)
-    running = phase.group_by(["uid", "ts"]).agg((pl.col("value") == 1).any().alias("running"))
+    samples.node_jobs |= node_target_jobs(phase, own_node=False)
+    init_keys = rows.filter(pl.col("_kind") == "init")["_key"].unique().sort().to_list()
+    pods = effective_gpus(samples, sidecars(source, init_keys, q0, q1, found))
+    pods = pods.join(_running(phase, rejects), on=["uid", "ts"], how="left")
+    pods = _fill_nodes(source, pods, samples.node_jobs, q0, q1)
+    lost = pods.filter(pl.col("running").fill_null(False) & pl.col("node").is_null()
+                       & (pl.col("gpus") > 0)).select(pl.col("uid").alias("_key"), "ts")
+    keep_rejects(rejects, rows.join(lost, on=["_key", "ts"], how="semi"), COMPONENT, NO_NODE)
 
     if scrape_interval is None:
         intervals = infer_intervals(pods, ["uid"])
     else:
         intervals = pods.select("uid").unique().with_columns(
-            interval=_interval_expr(scrape_interval)
-        )
-    held = (
-        pods.join(running, on=["uid", "ts"], how="inner")
-        .filter(
-            pl.col("running")
-            & pl.col("node").is_not_null()
-            & (pl.col("node") != "")
-            & (pl.col("gpus") > 0)
-        )
-        .join(intervals, on="uid", how="left")
-        .with_columns(pl.col("gpus").round().cast(pl.Int64))
-    )
-    runs = build_runs(held, ["uid"], ["namespace", "pod", "node", "gpus"], start, end)
+            interval=_interval_expr(scrape_interval))
+    held = pods.filter(pl.col("running").fill_null(False))["uid"].unique().sort().to_list()
+    starts = exact_times(read_for_uids(source, START_TIME, held, q0, q1), "last")
+    completions = exact_times(read_for_uids(source, COMPLETION_TIME, held, q0, q1), "max")
+    runs = pod_intervals(pods, intervals, starts, completions, start, end, found)
     if runs.height == 0:
         return empty(POD_GPU_ALLOCATION_SCHEMA)
     runs = runs.with_columns(
@@ -327,12 +283,35 @@ def pod_gpu_allocations(
         * (pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds()
         / _US
     )
-    attrs = _pod_attributes(source, _uids(runs), q0, end, notes)
+    attrs = pod_attributes(source, runs.select("uid", "namespace"), q0, q1, found)
     out = runs.join(attrs, on="uid", how="left")
     return conform(out, POD_GPU_ALLOCATION_SCHEMA).sort(["namespace", "pod", "uid", "start_ts"])
 
-
 # --------------------------------------------------------------------------- nodes
+
+
+NO_NODE_LABEL = "expected a node label, found none"
+
+
+def _node_samples(source: MetricsSource, selector: str, q0: datetime, q1: datetime,
+                  what: str | None, rejects: list[pl.DataFrame] | None) -> pl.DataFrame:
+    """Usable samples of a node metric, ``node`` = the node's name in either scrape shape
+    (``exported_node`` without honor_labels); a count (`what`) or a 0/1 flag (None)."""
+    raw = source.raw_samples(selector, q0, q1)
+    if raw.height == 0:
+        return pl.DataFrame(schema={"node": pl.String, "ts": TS, "value": pl.Float64})
+    raw = with_workload(raw, node_metric=True)
+    keep_rejects(rejects, raw.filter(pl.col("_node").is_null()), COMPONENT, NO_NODE_LABEL)
+    raw = raw.filter(pl.col("_node").is_not_null())
+    if what is None:
+        bad = pl.lit(False)
+        for cond, reason in PHASE_REASONS:
+            keep_rejects(rejects, raw.filter(~bad & cond), COMPONENT,
+                         reason.replace("a phase value", "a flag"))
+            bad = bad | cond
+    else:
+        bad = reject_bad_values(raw, rejects, COMPONENT, what)
+    return raw.filter(~bad).select(pl.col("_node").alias("node"), "ts", "value")
 
 
 def node_gpu_capacity(
@@ -352,23 +331,24 @@ def node_gpu_capacity(
     starts when any of the three changes or after a gap of more than 2 scrape intervals.
     """
     start, end = utc_naive(start), utc_naive(end)
-    margin = 2 * scrape_interval if scrape_interval else INFER_LOOKBACK
-    q0 = start - margin
+    q0, q1 = read_window(start, end, scrape_interval)
     match = f'{{resource="{resource}"}}'
-    cap = source.raw_samples(f"kube_node_status_capacity{match}", q0, end)
-    if cap.height == 0 or "node" not in cap.columns:
+    cap = _node_samples(source, f"kube_node_status_capacity{match}", q0, q1, "GPU capacity",
+                        rejects)
+    if cap.height == 0:
         _note(notes, f"kube_node_status_capacity{match}: no samples; no GPU capacity known")
         return empty(NODE_GPU_CAPACITY_SCHEMA)
     samples = cap.group_by(["node", "ts"]).agg(pl.col("value").max().alias("capacity_gpus"))
-    alloc = source.raw_samples(f"kube_node_status_allocatable{match}", q0, end)
-    if alloc.height and "node" in alloc.columns:
+    alloc = _node_samples(source, f"kube_node_status_allocatable{match}", q0, q1,
+                          "allocatable GPU count", rejects)
+    if alloc.height:
         a = alloc.group_by(["node", "ts"]).agg(pl.col("value").max().alias("allocatable_gpus"))
         samples = samples.join(a, on=["node", "ts"], how="left")
     else:
         _note(notes, f"kube_node_status_allocatable{match} absent: allocatable_gpus is null")
         samples = samples.with_columns(allocatable_gpus=pl.lit(None, dtype=pl.Float64))
-    unsched = source.raw_samples("kube_node_spec_unschedulable", q0, end)
-    if unsched.height and "node" in unsched.columns:
+    unsched = _node_samples(source, "kube_node_spec_unschedulable", q0, q1, None, rejects)
+    if unsched.height:
         u = unsched.group_by(["node", "ts"]).agg((pl.col("value") == 1).any().alias(
             "unschedulable"))
         samples = samples.join(u, on=["node", "ts"], how="left")

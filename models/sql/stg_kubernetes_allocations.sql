@@ -3,12 +3,17 @@
 -- Parameters: none (reads k8s_pod_allocations, k8s_pod_phases, k8s_pod_gpus, kueue_workloads,
 --   nodes).
 -- Columns: the common staging layout shared with stg_slurm_allocations (see models/build.py).
--- source_key = pod uid (a pod recreated by a Job retry has a new uid: its own rows); name = pod.
+-- source_key = pod uid (a pod recreated by a Job retry has a new uid: its own rows; before
+--   kube-state-metrics v2.1.0 'namespace/pod@creation time', docs/kubernetes.md); name = pod.
 -- Identity inputs (docs/contracts.md): k8s_service_account 'namespace/sa', kueue_queue
---   'namespace/localqueue' (the pod's kueue.x-k8s.io/queue-name label, else the Workload's
---   spec.queueName), kueue_cluster_queue from the pod's Workload (its admission, else the
---   ClusterQueue its LocalQueue points at in other admitted Workloads), pod_labels as
---   'label=value' with kube-state-metrics label names without 'label_'.
+--   'namespace/localqueue' (queue_name: the pod's kueue.x-k8s.io/local-queue-name label, else
+--   its kueue.x-k8s.io/queue-name, else its Job's; else the Workload's spec.queueName),
+--   kueue_cluster_queue: the pod's kueue.x-k8s.io/cluster-queue-name label (Kueue >= 0.17),
+--   else the pod's Workload (its admission, else the ClusterQueue its LocalQueue points at in
+--   other admitted Workloads), pod_labels as 'label=value' with kube-state-metrics label names
+--   without 'label_'.
+-- evidence names the pod, its samples and which time each end is (start_source/end_source:
+--   kube_pod_start_time / kube_pod_completion_time, scrape_grid, window).
 -- The pod's Workload: the Workload owned by the pod's controller (kind/name in its namespace),
 --   by the pod itself (Kueue pod integration), by its JobSet (jobset.sigs.k8s.io/jobset-name
 --   label), or named by its kueue.x-k8s.io/pod-group-name or prebuilt-workload-name label; the
@@ -156,7 +161,8 @@ final AS (
         CASE WHEN coalesce(nullif(queue_name, ''), workload_queue, '') <> ''
             THEN namespace || '/' || coalesce(nullif(queue_name, ''), workload_queue)
         END AS kueue_queue,
-        nullif(workload_cluster_queue, '') AS kueue_cluster_queue,
+        coalesce(nullif(cluster_queue, ''), nullif(workload_cluster_queue, ''))
+            AS kueue_cluster_queue,
         CASE WHEN labels IS NOT NULL THEN list_sort(list_transform(
             map_entries(json_transform(labels, '"MAP(VARCHAR, VARCHAR)"')),
             e -> e.key || '=' || e.value
@@ -173,7 +179,9 @@ final AS (
         END AS outcome,
         FALSE AS is_bridge,
         'kube-state-metrics ' || namespace || '/' || pod || ' uid ' || uid || ': '
-            || samples || ' Running samples every ' || scrape_interval_s || ' s' AS evidence
+            || samples || ' Running samples every ' || scrape_interval_s || ' s; start from '
+            || coalesce(start_source, 'scrape_grid') || ', end from '
+            || coalesce(end_source, 'scrape_grid') AS evidence
     FROM joined
 )
 
