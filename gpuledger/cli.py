@@ -4,6 +4,7 @@ Every subcommand calls the same library functions as the Dagster assets (``gpule
 """
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from connectors.kubernetes.prometheus import MetricsSource, PrometheusConfig, Pr
 from connectors.kubernetes.workload_api import fetch_workload_snapshot
 from connectors.slurm.commands import CommandRunner
 from gpuledger import k8s_ingest, scontrol_ingest, service, slurm_ingest
-from gpuledger.config import Settings, load_settings
+from gpuledger.config import DEFAULT_GPU_RESOURCES, Settings, load_settings
 from gpuledger.nodenames import set_node_aliases
 from gpuledger.progress import Progress
 from gpuledger.simulate.cli_args import add_arguments as add_simulate_arguments
@@ -57,7 +58,13 @@ def cmd_import_identity(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_import_workloads(args: argparse.Namespace, settings: Settings) -> int:
-    return _with_ledger(settings, service.import_workloads, Path(args.file))
+    return _with_ledger(settings, _load_workloads(settings), Path(args.file))
+
+
+def _load_workloads(settings: Settings) -> Callable[..., service.LoadResult]:
+    """The one Workload import (kueue_workloads_raw and kueue_workloads, one transaction) with
+    the configured GPU resource names; every command that loads Workloads goes through it."""
+    return functools.partial(service.import_workloads, gpu_resources=settings.gpu_resources)
 
 
 def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
@@ -69,7 +76,7 @@ def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
         ("identity map", service.import_identity_map, (world_dir / "identity_map.csv",)),
         ("accounts", service.import_accounts, (world_dir / "accounts.csv",)),
         ("rate card", service.import_rate_card, (world_dir / "rate_card.csv",)),
-        ("workloads", service.import_workloads, (world_dir / "kueue" / "workloads.json",)),
+        ("workloads", _load_workloads(settings), (world_dir / "kueue" / "workloads.json",)),
     ]
     sacct = world_dir / "sacct" / "sacct-unitsep-epoch.txt"
     metrics = _world_metrics(world_dir) if "window" in world else None
@@ -83,7 +90,8 @@ def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
             number += 1
             print(f"[{number}/{total}] loading sacct", file=sys.stderr)
             end = _parse_time(str(world["window"]["end"])) if "window" in world else None
-            result = slurm_ingest.import_sacct_file(con, sacct, observed_until=end)
+            result = slurm_ingest.import_sacct_file(
+                con, sacct, observed_until=end, limits=slurm_ingest.configured_limits(settings))
             print(result.summary(), file=sys.stderr)
             util = world_dir / "sreport" / "cluster-utilization.txt"
             accounts = world_dir / "sreport" / "account-utilization-by-user.txt"
@@ -98,15 +106,13 @@ def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
             print(scontrol_ingest.import_scontrol_file(con, snapshot).summary(), file=sys.stderr)
         if metrics is not None:
             number += 1
-            print(f"[{number}/{total}] loading Kubernetes metrics ({metrics.name}) and Workload "
-                  "conditions", file=sys.stderr)
-            workloads = world_dir / "kueue" / "workloads.json"
-            _ingest_kubernetes_days(
+            print(f"[{number}/{total}] loading Kubernetes metrics ({metrics.name})",
+                  file=sys.stderr)
+            _ingest_kubernetes_days(  # the Workloads were loaded above (step "workloads")
                 con, OpenMetricsFileSource(metrics), _parse_time(str(world["window"]["start"])),
                 _parse_time(str(world["window"]["end"])), cluster=cluster,
                 lookback=k8s_ingest.DEFAULT_LOOKBACK, scrape_interval=None,
-                workloads=workloads if workloads.exists() else None, indent="  ",
-                max_warnings=2,
+                workloads=None, indent="  ", max_warnings=2,
             )
         publish_snapshot(con, settings.db)
     return EXIT_OK
@@ -124,6 +130,7 @@ def _ingest_kubernetes_days(
     con: duckdb.DuckDBPyConnection, source: MetricsSource, start: datetime, end: datetime, *,
     cluster: str, lookback: timedelta, scrape_interval: timedelta | None,
     workloads: Path | None, indent: str = "", max_warnings: int = 8,
+    gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES,
 ) -> None:
     """Ingest ``[start, end)`` day by day (progress lines on stderr), then the Workloads."""
     days = k8s_ingest.daily_windows(start, end)
@@ -139,7 +146,8 @@ def _ingest_kubernetes_days(
         progress.advance()
     progress.finish()
     if workloads is not None:
-        result = k8s_ingest.import_workload_conditions(con, workloads)
+        result = k8s_ingest.import_workload_conditions(con, workloads,
+                                                       gpu_resources=gpu_resources)
         print(f"{indent}{result.summary()}", file=sys.stderr)
 
 
@@ -152,10 +160,13 @@ def _parse_time(text: str) -> datetime:
 
 
 def cmd_import_sacct(args: argparse.Namespace, settings: Settings) -> int:
+    limits = slurm_ingest.configured_limits(settings)
     with connect(settings.db) as con:
         result = slurm_ingest.import_sacct_file(
             con, Path(args.file), delimiter=args.delimiter, timezone=args.timezone,
             observed_until=_parse_time(args.as_of) if args.as_of else None,
+            cluster=args.cluster or str(settings.extra.get("cluster") or "") or None,
+            limits=limits,
         )
         publish_snapshot(con, settings.db)
     print(result.summary(), file=sys.stderr)
@@ -177,12 +188,14 @@ def cmd_ingest_slurm(args: argparse.Namespace, settings: Settings) -> int:
     runner = CommandRunner.from_prefix(settings.sacct_prefix, timeout_s=args.timeout)
     start, end = _parse_time(args.start), _parse_time(args.end)
     days = slurm_ingest.daily_windows(start, end)
+    limits = slurm_ingest.configured_limits(settings)
     with connect(settings.db) as con:
         progress = Progress(len(days))
         for day_start, day_end in days:
             progress.start(f"sacct {day_start:%Y-%m-%d}")
             result = slurm_ingest.ingest_slurm_window(
-                con, runner, day_start, day_end, lookback=timedelta(hours=args.lookback_hours)
+                con, runner, day_start, day_end, lookback=timedelta(hours=args.lookback_hours),
+                limits=limits,
             )
             progress.note("  " + result.summary().replace("\n", "\n  "))
             if not args.no_sreport:
@@ -226,6 +239,8 @@ def _prometheus_config(args: argparse.Namespace, settings: Settings) -> Promethe
         verify_tls=not (args.insecure or bool(extra.get("prometheus_insecure", False))),
         headers=headers,
         timeout_s=args.timeout,
+        connect_timeout_s=args.connect_timeout,
+        window_budget_s=args.window_budget,
         retries=args.retries,
         chunk=timedelta(hours=args.chunk_hours),
     )
@@ -244,7 +259,7 @@ def cmd_ingest_kubernetes(args: argparse.Namespace, settings: Settings) -> int:
         _ingest_kubernetes_days(
             con, source, start, end, cluster=cluster,
             lookback=timedelta(minutes=args.lookback_minutes), scrape_interval=interval,
-            workloads=_workload_snapshot(args, settings),
+            workloads=_workload_snapshot(args, settings), gpu_resources=settings.gpu_resources,
         )
         publish_snapshot(con, settings.db)
     return EXIT_OK
@@ -352,6 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="IANA zone sacct printed naive times in (default UTC)")
     p.add_argument("--as-of", help="when the dump was taken: runs still going are charged up "
                    "to here (default: the latest time in the dump)")
+    p.add_argument("--cluster", help="the cluster of a dump without a Cluster field (default: "
+                   "cluster in gpuledger.toml); with one, rows of another cluster are rejected")
     p.set_defaults(handler=cmd_import_sacct)
 
     p = sub.add_parser("import-scontrol", help="load an `scontrol show job -d` snapshot: the "
@@ -412,7 +429,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     q.add_argument("--header", action="append", metavar="'NAME: VALUE'",
                    help="extra HTTP header (repeatable), e.g. 'X-Scope-OrgID: tenant1'")
-    q.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    q.add_argument("--timeout", type=float, default=120.0, help="total seconds per request, "
+                   "connect and whole answer (default 120)")
+    q.add_argument("--connect-timeout", type=float, default=10.0,
+                   help="seconds to connect (default 10)")
+    q.add_argument("--window-budget", type=float, default=1800.0, metavar="SECONDS",
+                   help="wall-clock budget of one day's reads with their retries (default 1800)")
     q.add_argument("--retries", type=int, default=3, help="retries per request (default 3)")
     q.add_argument("--chunk-hours", type=float, default=6.0,
                    help="raw-sample window per request (default 6)")

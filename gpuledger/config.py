@@ -17,7 +17,11 @@ ENVIRONMENT = {
     "GPULEDGER_IDENTITY_MAP": "identity_map",
     "GPULEDGER_RATE_CARD": "rate_card",
     "GPULEDGER_REPORTS_DIR": "reports_dir",
+    "GPULEDGER_GPU_RESOURCES": "gpu_resources",
 }
+
+# Kubernetes resource names counted as GPUs in Kueue Workloads and quota metrics.
+DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu",)
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,8 @@ class Settings:
     rate_card: Path | None = None
     # raw node name as a source prints it -> canonical name (gpuledger/nodenames.py)
     node_aliases: dict[str, str] = field(default_factory=dict)
+    # a DRA workload's GPUs go under the logical name of Kueue's deviceClassMappings
+    gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -45,9 +51,24 @@ def _coerce(name: str, value: object) -> object:
                    f"found {value!r}")
             raise ValueError(msg)
         return dict(value)
+    if name == "gpu_resources":
+        return _gpu_resources(value)
     if name in {"db", "sample_data", "reports_dir", "identity_map", "rate_card"} and value:
         return Path(str(value))
     return value
+
+
+def _gpu_resources(value: object) -> tuple[str, ...]:
+    """A list (TOML) or a comma-separated string (environment) of resource names."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
+        msg = f"expected gpu_resources as a list of resource names, found {value!r}"
+        raise ValueError(msg)
+    names = tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
+    if not names:
+        msg = f"expected at least one GPU resource name in gpu_resources, found {value!r}"
+        raise ValueError(msg)
+    return names
 
 
 def load_settings(config_file: Path | None = None, **overrides: object) -> Settings:

@@ -15,11 +15,13 @@ Dagster assets use UTC days) and shares every line with both sources (``MetricsS
    window and a warning is returned (and stored in ``k8s_ingest_warnings``).
 
 Scrape interval and look-back. The KSM interval convention (``[first Running sample, last Running
-sample + interval)``) needs the scrape interval Δ, and joining intervals across window edges needs
-the samples from just before ``start``. Δ is inferred once per window from
+sample + interval)`` where no exact kube_pod_start_time / kube_pod_completion_time applies,
+docs/kubernetes.md "Pod boundaries") needs the scrape interval Δ, and joining intervals across
+window edges needs the samples from just before ``start``. Δ is inferred once per window from
 ``kube_node_status_capacity`` over ``[start - lookback, end)`` (median spacing; falls back to the
 pods' own spacing) unless given, and passed to the readers, which then read ``2 Δ`` before
-``start``: an interval running across ``start`` begins exactly at ``start``. ``lookback`` (default
+``start`` and after ``end``: an interval running across ``start`` begins exactly at ``start``,
+and a pod admitted just before ``end`` gets its seconds in this window. ``lookback`` (default
 1 h, at least 2 Δ) is also the baseline period of Kueue's counters and how far after ``end``
 terminal pod phases are looked for (a pod finishing just before ``end`` shows ``Succeeded`` at
 the next scrape).
@@ -40,13 +42,12 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -56,6 +57,7 @@ from connectors.errors import Reject, rejects_frame
 from connectors.kubernetes.dcgm import gpu_busy_seconds_daily, gpu_utilization
 from connectors.kubernetes.ksm import (
     GPU_RESOURCE,
+    KUEUE_QUEUE_LABELS,
     QUEUE_LABEL,
     infer_intervals,
     node_gpu_capacity,
@@ -65,9 +67,9 @@ from connectors.kubernetes.ksm import (
 from connectors.kubernetes.kueue_metrics import KueueMetrics, read_kueue_metrics
 from connectors.kubernetes.prometheus import MetricsSource
 from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA, TS, empty, label
-from connectors.kubernetes.workload_snapshot import read_workload_snapshot
+from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
 from gpuledger.nodenames import NodeNamer, load_namer, record_names
-from gpuledger.service import LoadResult
+from gpuledger.service import LoadResult, import_workloads
 from gpuledger.timewindows import daily_windows  # noqa: F401
 from gpuledger.timewindows import utc_naive as _utc_naive
 from models import schema
@@ -82,7 +84,9 @@ _US = 1_000_000
 
 POD_ENTITY = ("uid",)
 POD_SAME = ("namespace", "pod", "node", "gpus")
-POD_ATTRIBUTES = ("service_account", "labels", "queue_name", "owner_kind", "owner_name")
+# the last non-null in time order; start_source stays the first piece's (coalesce_intervals)
+POD_ATTRIBUTES = ("service_account", "labels", "queue_name", "owner_kind", "owner_name",
+                  "cluster_queue", "end_source")
 NODE_ENTITY = ("node",)
 NODE_SAME = ("capacity_gpus", "allocatable_gpus", "unschedulable")
 _QUEUE_LIKE = re.compile(r"(?i)queue")
@@ -395,7 +399,8 @@ def _store_pod_gpus(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame, cluster
 
 
 def _label_warnings(pods: pl.DataFrame) -> list[str]:
-    """Pod labels that look like a Kueue queue label but are not the one Kueue sets."""
+    """Pod labels that look like a Kueue queue label but are not one of those Kueue sets."""
+    known = {name.removeprefix("label_") for name in KUEUE_QUEUE_LABELS}
     out: set[str] = set()
     for text in pods["labels"].drop_nulls().unique().to_list():
         try:
@@ -404,7 +409,7 @@ def _label_warnings(pods: pl.DataFrame) -> list[str]:
             out.add(f"kube_pod_labels: cannot read the labels {text[:80]!r}")
             continue
         for k in keys:
-            if _QUEUE_LIKE.search(k) and k != QUEUE_LABEL.removeprefix("label_"):
+            if _QUEUE_LIKE.search(k) and k not in known:
                 out.add(f"kube_pod_labels: label_{k} looks like a Kueue queue label but is not "
                         f"{QUEUE_LABEL}; not used as the pod's LocalQueue")
     return sorted(out)
@@ -438,8 +443,10 @@ def read_kubernetes_window(
     lookback: timedelta = DEFAULT_LOOKBACK,
     scrape_interval: timedelta | None = None,
 ) -> _Read:
-    """Every read of one window (no writes). Raises whatever the source raises."""
-    with _quiet_connector_log():
+    """Every read of one window (no writes). Raises whatever the source raises; a source with
+    a ``window_budget`` (PrometheusHttpSource) bounds the whole read by it."""
+    budget = getattr(source, "window_budget", None)
+    with _quiet_connector_log(), (budget() if callable(budget) else nullcontext()):
         return _read_window(source, start, end, lookback, scrape_interval)
 
 
@@ -475,7 +482,9 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
     phases = _terminal_phases(memo, uids, start, end + lookback)
 
     u0, u1 = floor_to(start, GRAIN), ceil_to(end, GRAIN)
-    utilization, util_warn = gpu_utilization(memo, u0, u1, grain=GRAIN, rejects=sink)
+    # samples without pod labels go to the only pod holding the whole node (dcgm_attribution)
+    utilization, util_warn = gpu_utilization(memo, u0, u1, grain=GRAIN, rejects=sink,
+                                             pods=pods, capacity=capacity)
     d0 = floor_to(start, timedelta(days=1))
     d1 = ceil_to(end, timedelta(days=1))
     busy, busy_warn = gpu_busy_seconds_daily(memo, d0, d1, scrape_interval=None)
@@ -641,160 +650,13 @@ def default_cluster(con: duckdb.DuckDBPyConnection) -> str:
 # --------------------------------------------------------------------------- Workload conditions
 
 
-def _ts(text: object) -> datetime | None:
-    if not text or not isinstance(text, str):
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC).replace(
-        tzinfo=None)
-
-
-def _quantity(value: object) -> int | None:
-    """A Kubernetes integer quantity ("2", 2, "1k") as an int; None if absent or fractional."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    suffixes = {"k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
-    for suffix, factor in suffixes.items():
-        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
-            return int(text[: -len(suffix)]) * factor
-    try:
-        number = float(text)
-    except ValueError:
-        return None
-    return int(number) if math.isfinite(number) and number.is_integer() else None
-
-
-def _gpus_of(resources: dict, resource: str) -> int | None:
-    requests = (resources or {}).get("requests") or {}
-    limits = (resources or {}).get("limits") or {}
-    return _quantity(requests.get(resource, limits.get(resource)))
-
-
-def workload_row(item: dict, source_file: str, resource: str = "nvidia.com/gpu") -> dict:
-    """One ``kueue_workloads`` row from a Workload object (conditions read)."""
-    meta = item.get("metadata") or {}
-    spec = item.get("spec") or {}
-    status = item.get("status") or {}
-    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
-
-    def cond(kind: str) -> tuple[bool, datetime | None, str | None, str | None]:
-        c = conditions.get(kind)
-        if c is None:
-            return False, None, None, None
-        return (c.get("status") == "True", _ts(c.get("lastTransitionTime")), c.get("reason"),
-                c.get("message"))
-
-    owners = meta.get("ownerReferences") or []
-    owner = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
-    pod_sets = spec.get("podSets") or []
-    per_pod = []
-    for ps in pod_sets:
-        containers = ((ps.get("template") or {}).get("spec") or {}).get("containers") or []
-        per_pod.append(sum(_gpus_of(c.get("resources"), resource) or 0 for c in containers))
-    admission = status.get("admission") or {}
-    assignments = admission.get("podSetAssignments") or []
-    admitted_gpus = [_quantity((a.get("resourceUsage") or {}).get(resource)) for a in assignments]
-    flavors = sorted({(a.get("flavors") or {}).get(resource) for a in assignments} - {None})
-    min_counts = [ps.get("minCount") for ps in pod_sets if ps.get("minCount") is not None]
-    stats = (status.get("schedulingStats") or {}).get("evictions") or []
-    reasons: dict[str, int] = {}
-    for e in stats:
-        reasons[str(e.get("reason"))] = reasons.get(str(e.get("reason")), 0) + int(
-            e.get("count") or 0)
-
-    quota, quota_at, _, pending_msg = cond("QuotaReserved")
-    admitted, admitted_at, _, _ = cond("Admitted")
-    ready, ready_at, _, _ = cond("PodsReady")
-    evicted, evicted_cond_at, evicted_reason, evicted_msg = cond("Evicted")
-    finished, finished_at, finished_reason, _ = cond("Finished")
-    requeue = status.get("requeueState") or {}
-    eviction_count = sum(reasons.values())
-    if not eviction_count and "Evicted" in conditions:
-        eviction_count = max(1, int(requeue.get("count") or 0))
-    if not evicted:
-        # the condition went back to False at re-admission: the last reason Kueue kept
-        evicted_reason = ("Preempted" if "Preempted" in conditions
-                          else (max(reasons, key=lambda r: reasons[r]) if reasons else None))
-    return {
-        "uid": meta.get("uid"),
-        "namespace": meta.get("namespace", ""),
-        "name": meta.get("name", ""),
-        "queue_name": spec.get("queueName") or None,
-        "cluster_queue": admission.get("clusterQueue") or None,
-        "owner_kind": owner.get("kind"),
-        "owner_name": owner.get("name"),
-        "owner_uid": owner.get("uid") or (meta.get("labels") or {}).get(
-            "kueue.x-k8s.io/job-uid"),
-        "priority": spec.get("priority"),
-        "active": spec.get("active", True) is not False,
-        "pod_sets": len(pod_sets),
-        "pods_wanted": sum(int(ps.get("count") or 0) for ps in pod_sets),
-        "min_count": sum(min_counts) if min_counts else None,
-        "gpus_per_pod": max(per_pod) if per_pod else None,
-        "gpus_admitted": (sum(g for g in admitted_gpus if g is not None)
-                          if any(g is not None for g in admitted_gpus) else None),
-        "flavor": ",".join(flavors) if flavors else None,
-        "created_at": _ts(meta.get("creationTimestamp")),
-        "quota_reserved": quota,
-        "quota_reserved_at": quota_at if quota else None,
-        "admitted": admitted,
-        "admitted_at": admitted_at if admitted else None,
-        "pods_ready": ready,
-        "pods_ready_at": ready_at if ready else None,
-        "evicted": evicted,
-        "evicted_at": evicted_cond_at if evicted else None,
-        "evicted_reason": evicted_reason if eviction_count or evicted else None,
-        "evicted_message": evicted_msg if evicted else None,
-        "preempted": "Preempted" in conditions,
-        "eviction_count": eviction_count,
-        "eviction_reasons": ",".join(f"{r}={n}" for r, n in sorted(reasons.items())) or None,
-        "requeue_count": int(requeue["count"]) if requeue.get("count") is not None else None,
-        "requeue_at": _ts(requeue.get("requeueAt")),
-        "finished": finished,
-        "finished_at": finished_at if finished else None,
-        "finished_reason": finished_reason if finished else None,
-        "pending_message": pending_msg if not quota else None,
-        "source_file": source_file,
-    }
-
-
-_WORKLOAD_TYPES = {
-    "uid": pl.String, "namespace": pl.String, "name": pl.String, "queue_name": pl.String,
-    "cluster_queue": pl.String, "owner_kind": pl.String, "owner_name": pl.String,
-    "owner_uid": pl.String, "priority": pl.Int64, "active": pl.Boolean, "pod_sets": pl.Int32,
-    "pods_wanted": pl.Int32, "min_count": pl.Int32, "gpus_per_pod": pl.Int64,
-    "gpus_admitted": pl.Int64, "flavor": pl.String, "created_at": TS,
-    "quota_reserved": pl.Boolean, "quota_reserved_at": TS, "admitted": pl.Boolean,
-    "admitted_at": TS, "pods_ready": pl.Boolean, "pods_ready_at": TS, "evicted": pl.Boolean,
-    "evicted_at": TS, "evicted_reason": pl.String, "evicted_message": pl.String,
-    "preempted": pl.Boolean, "eviction_count": pl.Int32, "eviction_reasons": pl.String,
-    "requeue_count": pl.Int32, "requeue_at": TS, "finished": pl.Boolean, "finished_at": TS,
-    "finished_reason": pl.String, "pending_message": pl.String, "source_file": pl.String,
-}
-
-
-def read_workload_conditions(path: Path) -> tuple[pl.DataFrame, list]:
-    """``kueue_workloads`` rows of a snapshot, and the items rejected (no uid)."""
-    raw, rejects = read_workload_snapshot(path)
-    rows = [workload_row(json.loads(text), str(path)) for text in raw["object_json"].to_list()]
-    return pl.DataFrame(rows, schema=_WORKLOAD_TYPES, orient="row"), rejects
-
-
-def import_workload_conditions(con: duckdb.DuckDBPyConnection, path: Path) -> LoadResult:
-    """Load a ``kubectl get workloads -A -o json`` snapshot into ``kueue_workloads`` (conditions
-    read); workloads are keyed by uid, so a later snapshot replaces what an earlier one said.
-    ``kueue_workloads_raw`` (``service.import_workloads``) is left alone."""
-    frame, rejects = read_workload_conditions(Path(path))
-    table = schema.KUEUE_WORKLOADS
-    with transaction(con):
-        replace_rows(con, table, frame, where="list_contains(?::VARCHAR[], uid)",
-                     params=(frame["uid"].to_list(),), atomic=False)
-        replace_rows(con, schema.REJECTS,
-                     rejects_frame([replace(r, source="kueue_workload_conditions")
-                                    for r in rejects]),
-                     where="source = 'kueue_workload_conditions' AND source_file = ?",
-                     params=(str(path),), atomic=False)
-        record_ingest(con, source="kueue_workload_conditions", partition_key=str(path),
-                      window_start=None, window_end=None, rows_loaded=frame.height,
-                      rows_rejected=len(rejects), atomic=False)
-    return LoadResult("kueue_workload_conditions", frame.height, tuple(rejects))
+def import_workload_conditions(
+    con: duckdb.DuckDBPyConnection, path: Path, *,
+    gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
+) -> LoadResult:
+    """Load a ``kubectl get workloads -A -o json`` snapshot: the same single path as
+    ``service.import_workloads`` (both ``kueue_workloads_raw`` and ``kueue_workloads``, one
+    transaction; connectors/kubernetes/workload_conditions.py reads the conditions). Kept under
+    this name for its callers; the result is labelled ``kueue_workload_conditions``."""
+    result = import_workloads(con, Path(path), gpu_resources=gpu_resources)
+    return replace(result, source="kueue_workload_conditions")

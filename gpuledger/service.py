@@ -7,6 +7,7 @@ one transaction (so a re-run changes nothing) and returns what it did.
 import csv
 import io
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,8 @@ import duckdb
 import polars as pl
 
 from connectors.errors import Reject, SourceError, rejects_frame
+from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
+from connectors.kubernetes.workload_snapshot import REJECT_SOURCE as WORKLOAD_REJECTS
 from connectors.kubernetes.workload_snapshot import read_workload_snapshot
 from connectors.reference_files import read_accounts, read_identity_map, read_nodes, read_rate_card
 from connectors.textfiles import file_digest
@@ -44,18 +47,23 @@ class LoadResult:
 
 
 def _store_rejects(
-    con: duckdb.DuckDBPyConnection, source: str, path: Path, rejects: list[Reject]
+    con: duckdb.DuckDBPyConnection, source: str, path: Path, rejects: list[Reject],
+    *, atomic: bool = True,
 ) -> None:
+    name = str(path.resolve())  # one name per file, however its path was typed
     replace_rows(
         con,
         schema.REJECTS,
-        rejects_frame(rejects),
+        rejects_frame(rejects).with_columns(pl.lit(name).alias("source_file")),
         where="source = ? AND source_file = ?",
-        params=(source, str(path)),
+        params=(source, name),
+        atomic=atomic,
     )
 
 
-def _register_file(con: duckdb.DuckDBPyConnection, kind: str, path: Path, lines: int) -> None:
+def _register_file(con: duckdb.DuckDBPyConnection, kind: str, path: Path, lines: int,
+                   *, atomic: bool = True) -> None:
+    path = path.resolve()  # one row per file, however its path was typed
     sha, size = file_digest(path)
     frame = pl.DataFrame(
         {
@@ -72,7 +80,7 @@ def _register_file(con: duckdb.DuckDBPyConnection, kind: str, path: Path, lines:
         },
     )
     replace_rows(con, schema.SOURCE_FILES, frame, where="kind = ? AND path = ?",
-                 params=(kind, str(path)))
+                 params=(kind, str(path)), atomic=atomic)
 
 
 def _load_table_file(
@@ -130,16 +138,37 @@ def import_nodes(con: duckdb.DuckDBPyConnection, path: Path, cluster: str) -> Lo
     return LoadResult("nodes", frame.height, tuple(rejects), tuple(namer.warnings))
 
 
-def import_workloads(con: duckdb.DuckDBPyConnection, path: Path) -> LoadResult:
-    """Load a Kueue Workload snapshot; workloads are keyed by uid, so a re-import replaces them."""
-    frame, rejects = read_workload_snapshot(path)
-    replace_rows(con, schema.KUEUE_WORKLOADS_RAW, frame,
-                 where="list_contains(?::VARCHAR[], uid)", params=(frame["uid"].to_list(),))
-    _store_rejects(con, "kueue_workloads", path, rejects)
-    _register_file(con, "kueue_workloads", path, frame.height + len(rejects))
-    record_ingest(con, source="kueue_workloads", partition_key=str(path), window_start=None,
-                  window_end=None, rows_loaded=frame.height, rows_rejected=len(rejects))
-    return LoadResult("kueue_workloads", frame.height, tuple(rejects))
+def import_workloads(
+    con: duckdb.DuckDBPyConnection, path: Path, *,
+    gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
+) -> LoadResult:
+    """Load a Kueue Workload snapshot into ``kueue_workloads_raw`` (the objects) and
+    ``kueue_workloads`` (their conditions read, which the detectors use), in one transaction.
+
+    The one path for the CLI (``import-workloads``, ``load-world``, ``ingest kubernetes
+    --workloads``) and the Dagster Kueue assets. Workloads are keyed by uid, so a later snapshot
+    replaces what an earlier one said; a bad item is rejected alone (``rejects``: its index as
+    the line, its JSON path as the field) and the others load.
+    """
+    path = Path(path)
+    snap = read_workload_snapshot(path, gpu_resources=gpu_resources)
+    uids = snap.workloads["uid"].to_list()
+    by_uid = "list_contains(?::VARCHAR[], uid)"
+    with transaction(con):
+        replace_rows(con, schema.KUEUE_WORKLOADS_RAW, snap.raw, where=by_uid, params=(uids,),
+                     atomic=False)
+        replace_rows(con, schema.KUEUE_WORKLOADS, snap.workloads, where=by_uid,
+                     params=(uids,), atomic=False)
+        # rejects of this file from before the two tables were filled by one read
+        con.execute("DELETE FROM rejects WHERE source = 'kueue_workload_conditions' "
+                    "AND source_file = ?", [str(path)])
+        _store_rejects(con, WORKLOAD_REJECTS, path, snap.rejects, atomic=False)
+        _register_file(con, WORKLOAD_REJECTS, path, len(uids) + len(snap.rejects),
+                       atomic=False)
+        record_ingest(con, source=WORKLOAD_REJECTS, partition_key=str(path),
+                      window_start=None, window_end=None, rows_loaded=len(uids),
+                      rows_rejected=len(snap.rejects), atomic=False)
+    return LoadResult(WORKLOAD_REJECTS, len(uids), tuple(snap.rejects))
 
 
 def read_world(world_dir: Path) -> dict[str, object]:

@@ -232,11 +232,14 @@ SLURM_RUNS = Table(
         ("source_file", "VARCHAR"),
         ("line_no", "BIGINT"),
         ("observed_until", "TIMESTAMP"),
+        ("observed_at", "TIMESTAMP"),
     ),
     key=("run_key",),
     doc="One row per run of a Slurm allocation (a requeued job has several), as sacct last "
     "reported it; observed_until is the end of the sacct query that saw it (a run still going "
-    "is charged up to there).",
+    "is charged up to there); observed_at is when the source that stored the row was observed "
+    "(a dump's --as-of or latest instant, a live query's time): only a record observed as late "
+    "or later replaces it (docs/slurm.md, monotonic ingest).",
 )
 
 SLURM_STEPS = Table(
@@ -285,9 +288,13 @@ SLURM_NODE_ALLOCATIONS = Table(
         ("gpu_model", "VARCHAR"),
         ("start", "TIMESTAMP"),
         ("end", "TIMESTAMP"),
+        ("gpus_source", "VARCHAR"),
     ),
     key=("run_key", "node"),
-    doc="One row per (run, node): the GPUs a run held on each node (even split of AllocTRES).",
+    doc="One row per (run, node): the GPUs a run held on each node as split at load: the total "
+    "on a single node (gpus_source 'single_node'), else an even split of AllocTRES "
+    "('even_split'); stg_slurm_allocations takes the counts of an scontrol snapshot instead "
+    "where one was loaded (docs/slurm.md).",
 )
 
 SLURM_GPU_INDICES = Table(
@@ -407,6 +414,11 @@ _POD_INTERVAL_COLUMNS = (
     ("queue_name", "VARCHAR"),
     ("owner_kind", "VARCHAR"),
     ("owner_name", "VARCHAR"),
+    ("cluster_queue", "VARCHAR"),  # the pod's kueue.x-k8s.io/cluster-queue-name (Kueue >= 0.17)
+    # which time each end is: kube_pod_start_time / kube_pod_completion_time, scrape_grid, or
+    # window (the last window ingested clipped it: the pod ran on beyond it)
+    ("start_source", "VARCHAR"),
+    ("end_source", "VARCHAR"),
 )
 
 K8S_POD_ALLOCATION_PIECES = Table(
@@ -421,10 +433,12 @@ K8S_POD_ALLOCATIONS = Table(
     "k8s_pod_allocations",
     _POD_INTERVAL_COLUMNS,
     key=("cluster", "uid", "start_ts"),
-    doc="One row per pod-uid GPU allocation interval: [first Running sample, last Running "
-    "sample + scrape interval), bound to a node, GPUs = the pod's effective GPU request. Pieces "
-    "of consecutive ingest windows that touch are merged into one row; each end is late by less "
-    "than one scrape interval.",
+    doc="One row per pod GPU allocation interval (per uid; before kube-state-metrics v2.1.0 "
+    "per 'namespace/pod@creation time'): from kube_pod_start_time, else the first Running "
+    "sample, to kube_pod_completion_time, else the last Running sample + scrape interval "
+    "(start_source/end_source say which; docs/kubernetes.md), bound to a node, GPUs = the pod's "
+    "effective GPU request. Pieces of consecutive ingest windows that touch are merged into one "
+    "row; a scrape-grid end is late by less than one scrape interval.",
 )
 
 K8S_POD_PHASES = Table(
@@ -504,12 +518,15 @@ GPU_UTILIZATION = Table(
         ("pod_uid", "VARCHAR"),
         ("hpc_job", "VARCHAR"),
         ("metric", "VARCHAR"),
+        ("gpu_instance_profile", "VARCHAR"),
+        ("attribution", "VARCHAR"),
     ),
     key=("cluster", "gpu_uuid", "gpu_instance", "bucket_start", "namespace", "pod", "container",
-         "pod_uid", "hpc_job"),
-    doc="Busy fraction per GPU (MIG instance) per 1-minute bucket and holder (pod or Slurm job "
-    "from dcgm-exporter labels; null holder: idle). An exporter outage is missing rows, never "
-    "zeros.",
+         "pod_uid", "hpc_job", "attribution"),
+    doc="Busy fraction per GPU (MIG instance, with its GPU_I_PROFILE) per 1-minute bucket and "
+    "holder (pod or Slurm job). attribution: 'exporter_labels' (dcgm-exporter's holder labels), "
+    "'sole_pod_on_node' (no labels; the only pod holding every GPU of the node), null (no "
+    "holder: idle or unattributable). An exporter outage is missing rows, never zeros.",
 )
 
 GPU_BUSY_DAILY = Table(
@@ -524,10 +541,15 @@ GPU_BUSY_DAILY = Table(
         ("covered_seconds", "DOUBLE"),
         ("samples", "BIGINT"),
         ("scrape_interval_s", "DOUBLE"),
+        ("gpu_instance_profile", "VARCHAR"),
+        ("device_kind", "VARCHAR"),
+        ("mig_slices", "INTEGER"),
     ),
     key=("cluster", "gpu_uuid", "gpu_instance", "day"),
-    doc="Busy GPU-seconds per GPU per UTC day (sum of value x seconds each sample stands for); "
-    "covered_seconds shows gaps in the data.",
+    doc="Busy GPU-seconds per device per UTC day (sum of value x seconds each sample stands for); "
+    "covered_seconds shows gaps in the data. device_kind 'gpu' (a whole GPU), 'mig_instance' (one "
+    "MIG instance, mig_slices its compute slices) or 'mig_parent' (gpu_instance null: the GPU's "
+    "instances weighted by slices over its mig_slices, never above one GPU; docs/kubernetes.md).",
 )
 
 KUEUE_COUNTERS = Table(
@@ -658,12 +680,18 @@ KUEUE_WORKLOADS = Table(
         ("finished_reason", "VARCHAR"),
         ("pending_message", "VARCHAR"),
         ("source_file", "VARCHAR"),
+        # added with the single Workload read (docs/kubernetes.md, "Kueue Workloads")
+        ("gpu_resource", "VARCHAR"),
+        ("eviction_count_source", "VARCHAR"),
     ),
     key=("uid",),
     doc="Kueue Workloads with their conditions read: queue, ClusterQueue, owner, pod-set sizes, "
-    "when quota was reserved / admitted / PodsReady, evictions (reason: Preempted, "
-    "PodsReadyTimeout, ...), requeues and whether it finished. Condition times are the last "
-    "transitions (a re-admitted workload shows its latest admission).",
+    "GPUs per pod and admitted (gpu_resource: the configured resource names they were counted "
+    "from), when quota was reserved / admitted / PodsReady, evictions (reason: Preempted, "
+    "PodsReadyTimeout, ...; eviction_count from schedulingStats, else a lower bound from the "
+    "conditions: eviction_count_source), PodsReadyTimeout requeues (requeue_count) and whether "
+    "it finished. Condition times are the last transitions (a re-admitted workload shows its "
+    "latest admission). Filled with kueue_workloads_raw from one read of a snapshot.",
 )
 
 K8S_INGEST_WARNINGS = Table(

@@ -4,6 +4,21 @@ import shutil
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# Rows (week, cost centre) where the invoice lines' GPU-seconds differ from the ledger's: the
+# published snapshot must always give none (issue #13).
+INVOICE_DIFFERS_FROM_LEDGER = """
+WITH ledger AS (
+    SELECT strftime(day, '%G-W%V') AS week, cost_centre, sum(gpu_seconds) AS s
+    FROM allocations GROUP BY ALL
+), invoiced AS (
+    SELECT period AS week, cost_centre, sum(gpu_seconds) AS s
+    FROM chargeback GROUP BY ALL
+)
+SELECT coalesce(l.week, i.week), coalesce(l.cost_centre, i.cost_centre), l.s, i.s
+FROM ledger AS l FULL JOIN invoiced AS i USING (week, cost_centre)
+WHERE l.s IS NULL OR i.s IS NULL OR l.s <> i.s
+"""
 TINY_WORLD = FIXTURES / "tiny_world"
 
 

@@ -30,19 +30,28 @@ SERIES_BASE = {"__name__": pl.String}
 POD_GPU_ALLOCATION_SCHEMA = {
     "namespace": pl.String,
     "pod": pl.String,
+    # the pod's uid, or before kube-state-metrics v2.1.0 "<namespace>/<pod>@<created>Z"
+    # (connectors/kubernetes/ksm_keys.py)
     "uid": pl.String,
     "node": pl.String,
-    "gpus": pl.Int64,
-    "start_ts": TS,  # first Running sample (clipped to the query window)
-    "end_ts": TS,  # last Running sample + scrape interval (clipped), exclusive
+    "gpus": pl.Int64,  # the effective request: max(max(init), sum(containers) + sum(sidecars))
+    "start_ts": TS,  # kube_pod_start_time or the first Running sample (clipped to the window)
+    "end_ts": TS,  # kube_pod_completion_time or last Running sample + interval (clipped), excl.
     "samples": pl.Int64,  # Running samples inside [start_ts, end_ts)
     "scrape_interval_s": pl.Float64,
     "gpu_seconds": pl.Float64,  # gpus x (end_ts - start_ts)
     "service_account": pl.String,
     "labels": pl.String,  # JSON object {"<k8s label as exported, without label_>": value}
-    "queue_name": pl.String,  # label_kueue_x_k8s_io_queue_name (LocalQueue)
+    # LocalQueue: label_kueue_x_k8s_io_local_queue_name, else label_kueue_x_k8s_io_queue_name,
+    # else the owning Job's label_kueue_x_k8s_io_queue_name (kube_job_labels)
+    "queue_name": pl.String,
     "owner_kind": pl.String,
     "owner_name": pl.String,
+    "cluster_queue": pl.String,  # label_kueue_x_k8s_io_cluster_queue_name (Kueue >= 0.17)
+    # which time each end is: kube_pod_start_time / kube_pod_completion_time, scrape_grid, or
+    # window (clipped to the read window; the pod ran on beyond it)
+    "start_source": pl.String,
+    "end_source": pl.String,
 }
 
 NODE_GPU_CAPACITY_SCHEMA = {
@@ -73,6 +82,10 @@ GPU_UTILIZATION_SCHEMA = {
     "pod_uid": pl.String,
     "hpc_job": pl.String,
     "metric": pl.String,  # DCGM_FI_PROF_GR_ENGINE_ACTIVE if any sample of the row came from it
+    "gpu_instance_profile": pl.String,  # MIG GPU_I_PROFILE (e.g. 3g.40gb); null for a whole GPU
+    # exporter_labels: the exporter's own holder labels; sole_pod_on_node: no holder labels, the
+    # only pod holding every GPU of the node (dcgm_attribution); null: no holder (idle/unknown)
+    "attribution": pl.String,
 }
 
 GPU_BUSY_DAILY_SCHEMA = {
@@ -84,6 +97,10 @@ GPU_BUSY_DAILY_SCHEMA = {
     "covered_seconds": pl.Float64,  # seconds with data (gaps excluded)
     "samples": pl.Int64,
     "scrape_interval_s": pl.Float64,
+    "gpu_instance_profile": pl.String,  # MIG GPU_I_PROFILE of an instance row
+    # gpu | mig_instance | mig_parent (slice-weighted over the GPU's instances, dcgm_mig)
+    "device_kind": pl.String,
+    "mig_slices": pl.Int32,  # compute slices: the instance's, or the parent GPU's total
 }
 
 # --------------------------------------------------------------------------- Kueue

@@ -11,20 +11,9 @@ import pytest
 from gpuledger.cli import main
 from models import build
 from models.runner import snapshot_path
-from tests.helpers import copy_tiny_world
+from tests.helpers import INVOICE_DIFFERS_FROM_LEDGER, copy_tiny_world
 
-INVARIANT = """
-WITH ledger AS (
-    SELECT strftime(day, '%G-W%V') AS week, cost_centre, sum(gpu_seconds) AS s
-    FROM allocations GROUP BY ALL
-), invoiced AS (
-    SELECT period AS week, cost_centre, sum(gpu_seconds) AS s
-    FROM chargeback GROUP BY ALL
-)
-SELECT coalesce(l.week, i.week), coalesce(l.cost_centre, i.cost_centre), l.s, i.s
-FROM ledger AS l FULL JOIN invoiced AS i USING (week, cost_centre)
-WHERE l.s IS NULL OR i.s IS NULL OR l.s <> i.s
-"""
+INVARIANT = INVOICE_DIFFERS_FROM_LEDGER
 
 
 def cli(*args: str) -> int:

@@ -13,7 +13,7 @@ from gpuledger.simulate.config import NodeCounts
 from models.runner import LedgerIncomplete, snapshot_path
 from pipelines.definitions import defs as load_defs
 from pipelines.defs.resources import LedgerResource
-from tests.gpuledger.test_build_is_one_unit import INVARIANT
+from tests.helpers import INVOICE_DIFFERS_FROM_LEDGER as INVARIANT
 
 DAY = "2026-01-06"
 MODEL_STEPS = ("allocations", "gpu_usage_hourly", "open_invoice_lines", "incidents")

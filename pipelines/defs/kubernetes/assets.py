@@ -1,10 +1,9 @@
 import dagster as dg
 
-from gpuledger import k8s_ingest
 from pipelines.defs.kubernetes.checks import WINDOW_CHECKS
 from pipelines.defs.kubernetes.resources import KubernetesSourceResource
 from pipelines.defs.partitions import daily_partitions
-from pipelines.defs.resources import LedgerResource, WorldFilesResource
+from pipelines.defs.resources import LedgerResource
 
 GROUP = "kubernetes_metrics"
 
@@ -65,30 +64,5 @@ def kubernetes_day(
     yield from checks
 
 
-@dg.asset(
-    group_name="kubernetes", kinds={"duckdb", "json"},
-    description="Kueue Workloads from the kubectl snapshot with their conditions read: queue, "
-    "ClusterQueue, owner, pod-set counts, quota reserved / admitted / PodsReady times, "
-    "evictions (Preempted, PodsReadyTimeout, ...), requeues, finished.",
-    check_specs=[dg.AssetCheckSpec("every_workload_read", asset="kueue_workloads")],
-)
-def kueue_workloads(ledger: LedgerResource, world: WorldFilesResource):
-    path = world.path("kueue", "workloads.json")
-    with ledger.ledger() as con:
-        result = k8s_ingest.import_workload_conditions(con, path)
-        counts = con.execute(
-            "SELECT count(*) FILTER (WHERE evicted), count(*) FILTER (WHERE eviction_count > 0), "
-            "count(*) FILTER (WHERE finished), count(*) FILTER (WHERE NOT quota_reserved "
-            "AND NOT finished) FROM kueue_workloads").fetchone()
-    yield dg.MaterializeResult(metadata={
-        "rows": result.rows, "rejected": len(result.rejects), "source_file": str(path),
-        "evicted_now": counts[0], "evicted_ever": counts[1], "finished": counts[2],
-        "pending": counts[3],
-    })
-    sample = "\n".join(f"- {r.describe()}" for r in result.rejects[:20])
-    yield dg.AssetCheckResult(
-        check_name="every_workload_read", passed=not result.rejects,
-        severity=dg.AssetCheckSeverity.WARN,
-        metadata={"offending_rows": len(result.rejects),
-                  "sample": dg.MetadataValue.md(sample or "none")},
-    )
+# kueue_workloads (the Workload snapshot read) is in pipelines/defs/kueue/assets.py: one
+# import fills kueue_workloads_raw and kueue_workloads, as the CLI's import-workloads does.
