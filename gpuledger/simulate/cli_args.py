@@ -10,8 +10,18 @@ import sys
 from datetime import date
 from pathlib import Path
 
-from gpuledger.simulate.config import DEFAULT_START, LABEL_STYLES, NodeCounts, SimConfig
+from gpuledger.simulate.config import (
+    DCGM_HOSTNAME_LABELS,
+    DCGM_NAME_STYLES,
+    DEFAULT_START,
+    KUEUE_LABEL_STYLES,
+    LABEL_STYLES,
+    NodeCounts,
+    SimConfig,
+)
 from gpuledger.simulate.engine import simulate
+from gpuledger.simulate.scrape_shapes import unlabelled_nodes
+from gpuledger.simulate.world import build_nodes
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -31,6 +41,92 @@ def _nodes(text: str) -> NodeCounts:
         return NodeCounts.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+# --real-shapes: every real-cluster shape at once, with moderate shares (explicit flags win)
+REAL_SHAPES: dict[str, object] = {
+    "honor_labels": False, "fqdn_nodes": True, "init_container_gpus": 0.3,
+    "kueue_labels": "0.17", "dcgm_names": "old-namespace", "dcgm_hostname_label": "hostname",
+    "no_pod_labels_share": 0.25,
+}
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        msg = f"expected a share between 0 and 1, found {text!r}"
+        raise argparse.ArgumentTypeError(msg) from exc
+    if not 0.0 <= value <= 1.0:
+        msg = f"expected a share between 0 and 1, found {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _nodes_or_share(text: str) -> tuple[str, ...] | float:
+    """``gpu-k8s-01,gpu-shr-02`` or a share such as ``0.25``."""
+    try:
+        return _share(text)
+    except argparse.ArgumentTypeError:
+        if text.strip() and text.strip()[0].isdigit():
+            raise
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        msg = f"expected node names (gpu-k8s-01,gpu-shr-02) or a share, found {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return names
+
+
+def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """The shapes real clusters expose (issue #12; docs/simulator-shapes.md); all off by
+    default, so existing worlds stay byte-identical."""
+    group = parser.add_argument_group("real-cluster shapes")
+    group.add_argument("--no-honor-labels", action="store_true",
+                       help="write every KSM, dcgm-exporter and Kueue series as Prometheus "
+                            "stores it from a ServiceMonitor without honorLabels (workload "
+                            "labels as exported_*, plain ones naming the exporter pod)")
+    group.add_argument("--fqdn-nodes", action="store_true",
+                       help="Kubernetes node names and dcgm-exporter's host name are FQDNs "
+                            "(gpu-k8s-01.cluster.example.org); Slurm and nodes.csv keep "
+                            "short names")
+    group.add_argument("--init-container-gpus", type=_share, default=None, metavar="SHARE",
+                       help="share of GPU pod templates whose GPUs an init container requests "
+                            "(alone, or next to a GPU sidecar and main container)")
+    group.add_argument("--kueue-labels", choices=KUEUE_LABEL_STYLES, default=None,
+                       help="pod queue labels: legacy (default, kueue.x-k8s.io/queue-name) or "
+                            "0.17 (local-queue-name and cluster-queue-name)")
+    group.add_argument("--dcgm-names", choices=DCGM_NAME_STYLES, default=None,
+                       help="dcgm-exporter names: current (default), old-namespace "
+                            "(--use-old-namespace), 1.x (dcgm_gpu_utilization)")
+    group.add_argument("--dcgm-hostname-label", choices=DCGM_HOSTNAME_LABELS, default=None,
+                       help="dcgm-exporter's host name label (default Hostname; newer "
+                            "releases: hostname)")
+    group.add_argument("--no-pod-labels-on", type=_nodes_or_share, default=None,
+                       metavar="NODES|SHARE",
+                       help="dcgm-exporter on these Kubernetes nodes (comma-separated, or a "
+                            "share of them) runs without the kubelet pod-resources mapping")
+    group.add_argument("--real-shapes", action="store_true",
+                       help="all of the above at once with moderate shares (explicit options "
+                            "win): " + ", ".join(f"{k}={v}" for k, v in REAL_SHAPES.items()))
+
+
+def shape_settings(args: argparse.Namespace) -> dict[str, object]:
+    """SimConfig fields from the shape options (``--real-shapes`` fills what is not given)."""
+    out: dict[str, object] = dict(REAL_SHAPES) if args.real_shapes else {}
+    if args.no_honor_labels:
+        out["honor_labels"] = False
+    if args.fqdn_nodes:
+        out["fqdn_nodes"] = True
+    for name in ("init_container_gpus", "kueue_labels", "dcgm_names", "dcgm_hostname_label"):
+        if getattr(args, name) is not None:
+            out[name] = getattr(args, name)
+    where = args.no_pod_labels_on
+    if isinstance(where, tuple):
+        out["no_pod_labels_nodes"] = where
+        out.pop("no_pod_labels_share", None)
+    elif where is not None:
+        out["no_pod_labels_share"] = where
+    return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +159,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds between `scontrol show job -d` snapshots in slurm/, "
                              f"dividing 86400; 0: none (default {SimConfig.scontrol_every})")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_shape_arguments(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
@@ -71,13 +168,14 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         step_seconds=args.step, metrics=not args.no_metrics, gzip_metrics=args.gzip_metrics,
         gzip_all=args.gzip, dcgm_label_style=args.dcgm_label_style,
         irregularities=not args.no_irregularities, load=args.load,
-        scontrol_every=args.scontrol_every,
+        scontrol_every=args.scontrol_every, **shape_settings(args),  # type: ignore[arg-type]
     )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
+        unlabelled_nodes(config, build_nodes(config))  # node names the world does not have
     except ValueError as exc:
         print(f"gpuledger simulate: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -14,6 +14,11 @@ HOUR = 3_600
 MINUTE = 60
 
 LABEL_STYLES = ("pod", "exported", "drift")
+# Shapes real clusters expose (issue #12); the first of each is what the simulator always wrote.
+KUEUE_LABEL_STYLES = ("legacy", "0.17")
+DCGM_NAME_STYLES = ("current", "old-namespace", "1.x")
+DCGM_HOSTNAME_LABELS = ("Hostname", "hostname")
+NODE_DOMAIN = "cluster.example.org"  # --fqdn-nodes: Kubernetes and dcgm-exporter add it
 _NODES_RE = re.compile(r"^\s*(hpc|k8s|shared)\s*=\s*(\d+)\s*$")
 
 
@@ -62,6 +67,15 @@ class SimConfig:
     cluster: str = "gpulab"
     sacct_timezone: str = "Europe/Berlin"
     scontrol_every: int = 2 * HOUR
+    # real-cluster shapes (docs/simulator-shapes.md); the defaults write what was always written
+    honor_labels: bool = True
+    fqdn_nodes: bool = False
+    init_container_gpus: float = 0.0
+    kueue_labels: str = "legacy"
+    dcgm_names: str = "current"
+    dcgm_hostname_label: str = "Hostname"
+    no_pod_labels_nodes: tuple[str, ...] = ()
+    no_pod_labels_share: float = 0.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -86,8 +100,46 @@ class SimConfig:
             )
         if not 0.05 <= self.load <= 0.95:
             problems.append(f"expected --load between 0.05 and 0.95, found {self.load}")
+        problems.extend(self._shape_problems())
         if problems:
             raise ValueError("; ".join(problems))
+
+    def _shape_problems(self) -> list[str]:
+        problems = []
+        for flag, value, allowed in (
+            ("--kueue-labels", self.kueue_labels, KUEUE_LABEL_STYLES),
+            ("--dcgm-names", self.dcgm_names, DCGM_NAME_STYLES),
+            ("--dcgm-hostname-label", self.dcgm_hostname_label, DCGM_HOSTNAME_LABELS),
+        ):
+            if value not in allowed:
+                problems.append(f"expected {flag} in {', '.join(allowed)}, found {value!r}")
+        for flag, share in (("--init-container-gpus", self.init_container_gpus),
+                            ("--no-pod-labels-on", self.no_pod_labels_share)):
+            if not 0.0 <= share <= 1.0:
+                problems.append(f"expected {flag} SHARE between 0 and 1, found {share}")
+        if self.no_pod_labels_nodes and self.no_pod_labels_share:
+            problems.append("expected --no-pod-labels-on to be node names or a share, found both")
+        if not self.honor_labels and self.dcgm_label_style == "pod":
+            problems.append("expected --dcgm-label-style exported or drift with "
+                            "--no-honor-labels (without honorLabels every scrape of a "
+                            "Kubernetes dcgm-exporter has exported_* labels), found 'pod'")
+        return problems
+
+    @property
+    def shapes_changed(self) -> bool:
+        """Whether any real-cluster shape option differs from what was always written."""
+        return bool(self.shape_options())
+
+    def shape_options(self) -> dict[str, object]:
+        """The real-cluster shape options that differ from their defaults (for world.json)."""
+        out: dict[str, object] = {}
+        for name in ("honor_labels", "fqdn_nodes", "init_container_gpus", "kueue_labels",
+                     "dcgm_names", "dcgm_hostname_label", "no_pod_labels_nodes",
+                     "no_pod_labels_share"):
+            value = getattr(self, name)
+            if value != getattr(SimConfig, name):
+                out[name] = list(value) if isinstance(value, tuple) else value
+        return out
 
     @property
     def window_start(self) -> int:

@@ -21,10 +21,12 @@ from gpuledger.simulate.kueue_json import WorkloadWriter
 from gpuledger.simulate.openmetrics import Irregularities, MetricsSweep
 from gpuledger.simulate.outputs import open_output
 from gpuledger.simulate.planted import Planter
+from gpuledger.simulate.pod_shapes import PodShapes
 from gpuledger.simulate.records import Holder
 from gpuledger.simulate.sacct_writer import SacctRow, SacctWriter
 from gpuledger.simulate.scheduling import View
 from gpuledger.simulate.scontrol_writer import SNAPSHOT_GLOB, ScontrolSnapshots
+from gpuledger.simulate.scrape_shapes import ScrapeShapes, unlabelled_nodes
 from gpuledger.simulate.slurm_jobs import SlurmBatch, SlurmSide
 from gpuledger.simulate.sreport_writer import SreportAccumulator
 from gpuledger.simulate.timefmt import day_of, iso_z
@@ -89,13 +91,14 @@ def default_irregularities(world: World) -> Irregularities:
     cfg = world.config
     w0 = cfg.window_start
     k8s = [n.name for n in world.nodes if n.pool == "kubernetes"]
-    exported = cfg.dcgm_label_style == "exported"
+    # without honorLabels every Kubernetes scrape has exported_* labels: nothing drifts
+    exported = cfg.dcgm_label_style == "exported" or not cfg.honor_labels
     if not cfg.irregularities:
         return Irregularities(exported_everywhere=exported)
     day = w0 + min(1, cfg.days - 1) * DAY
     drift_nodes: tuple[str, ...] = ()
     drift_from = None
-    if cfg.dcgm_label_style == "drift":
+    if cfg.dcgm_label_style == "drift" and not exported:
         drift_nodes = tuple(k8s)
         drift_from = w0 + (cfg.days // 2) * DAY + 12 * HOUR
     return Irregularities(
@@ -148,6 +151,8 @@ class _Run:
         self.detector = DoubleScheduleDetector(self.w0, self.w1)
         self.scontrol = ScontrolSnapshots(out_dir, self.w0, self.w1, cfg.scontrol_every)
         self.irregular = default_irregularities(world)
+        self.pod_shapes = PodShapes(cfg.seed, cfg.init_container_gpus, cfg.kueue_labels)
+        self.layouts: dict[str, int] = {}  # init-container layout -> pods (world.json)
         self.sweep: MetricsSweep | None = None
         if cfg.metrics:
             name = "metrics.om.gz" if cfg.gzip_om else "metrics.om"
@@ -155,7 +160,9 @@ class _Run:
                 nodes=world.nodes, cluster_queues=world.cluster_queues, w0=self.w0,
                 w1=self.w1, step=cfg.step_seconds, out_path=out_dir / "prometheus" / name,
                 tmp_dir=tmp, gzip=cfg.gzip_om, busy_path=out_dir / "truth" /
-                "gpu_busy_seconds.csv", irregular=self.irregular, seed=cfg.seed)
+                "gpu_busy_seconds.csv", irregular=self.irregular, seed=cfg.seed,
+                shapes=ScrapeShapes.from_config(cfg, unlabelled_nodes(cfg, world.nodes)),
+                init_containers=cfg.init_container_gpus > 0)
         self.slurm_jobs = 0
         self.slurm_started = 0
         self.pods = 0
@@ -189,7 +196,7 @@ class _Run:
             self.holder(h, now)
 
     def k8s(self, batch: K8sBatch, now: int) -> None:
-        for plan in batch.plans:
+        for plan in map(self.pod_shapes.apply, batch.plans):
             last = _last_activity(plan)
             exists = plan.deleted is None or plan.deleted >= self.w1
             in_window = plan.created < self.w1 and exists and (last is None or last >= self.w0)
@@ -198,6 +205,10 @@ class _Run:
             for pod in pod_records(plan):
                 if pod.created < self.w1 and (pod.deleted is None or pod.deleted > self.w0):
                     self.pods += 1
+                    if pod.containers:
+                        kind = ("gpu_sidecar" if any(c.kind == "sidecar" for c in pod.containers)
+                                else "gpu_init_only")
+                        self.layouts[kind] = self.layouts.get(kind, 0) + 1
                 if self.sweep is not None:
                     self.sweep.add_pod(pod)
             if self.sweep is not None:
@@ -214,6 +225,7 @@ def simulate(config: SimConfig, out_dir: Path, progress: Progress | None = None)
     """Write one simulated world into ``out_dir`` (see docs/contracts.md for the layout)."""
     say = progress or (lambda _msg: None)
     world = build_world(config)
+    unlabelled_nodes(config, world.nodes)  # refuse unknown node names before writing anything
     out_dir.mkdir(parents=True, exist_ok=True)
     _clean(out_dir)
     tmp = out_dir / ".simulate-tmp"
@@ -290,7 +302,8 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
         scontrol={"snapshots": run.scontrol.files, "job_blocks": run.scontrol.job_blocks},
         files=(*files, "world.json"),
     )
-    write_world_json(world, run.irregular, planter.record, asdict(summary), out_dir)
+    write_world_json(world, run.irregular, planter.record, asdict(summary), out_dir,
+                     run.layouts)
     say(summary.describe())
     return summary
 

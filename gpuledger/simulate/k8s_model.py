@@ -8,7 +8,7 @@ is when dcgm-exporter labels the GPU with the pod.
 from dataclasses import dataclass, field
 
 from gpuledger.simulate.identity import PodOwner
-from gpuledger.simulate.records import Holder, KueueEvent, PodRecord, Profile
+from gpuledger.simulate.records import GpuContainer, Holder, KueueEvent, PodRecord, Profile
 from gpuledger.simulate.world import Namespace, Node
 
 PENDING_ACTIVE_SECONDS = 30  # a pending workload turns "inadmissible" after its first try
@@ -71,6 +71,8 @@ class WorkloadPlan:
     managed_by_kueue: bool = True
     view: str = "kubernetes"
     extra_labels: tuple[tuple[str, str], ...] = field(default=())
+    gpu_containers: tuple[GpuContainer, ...] = ()  # () = ``container`` requests every GPU
+    ksm_pod_labels: tuple[tuple[str, str], ...] | None = None  # None = ``pod_labels``
 
     @property
     def cluster_queue(self) -> str:
@@ -107,10 +109,12 @@ def pod_records(plan: WorkloadPlan) -> list[PodRecord]:
                 namespace=plan.namespace.name, name=pod.name, uid=pod.uid,
                 container=plan.container, owner_kind=plan.pod_owner_kind,
                 owner_name=plan.pod_owner_name,
-                service_account=plan.namespace.service_account, labels=plan.pod_labels,
+                service_account=plan.namespace.service_account,
+                labels=plan.pod_labels if plan.ksm_pod_labels is None else plan.ksm_pod_labels,
                 gpus=plan.gpus_per_pod, node=pod.node, created=pod.created,
                 scheduled=pod.scheduled, running=pod.running, finished=pod.finished,
                 final_phase=pod.final_phase, deleted=pod.deleted, pod_number=pod.pod_number,
+                containers=plan.gpu_containers,
             ))
     return out
 
@@ -126,6 +130,10 @@ def holders(plan: WorkloadPlan, window_end: int) -> list[Holder]:
             if end <= pod.running:
                 continue
             outcome = attempt.outcome if end <= window_end else "running"
+            # a sidecar's GPUs are the pod's last ones: dcgm-exporter names the sidecar there
+            sidecar = [c for c in plan.gpu_containers if c.kind == "sidecar"]
+            per_gpu = tuple((i, c.name) for c in sidecar
+                            for i in pod.gpu_indices[len(pod.gpu_indices) - c.gpus:])
             out.append(Holder(
                 domain="kubernetes", source_key=f"{plan.namespace.name}/{pod.name}",
                 name=plan.name, node=pod.node, gpu_indices=pod.gpu_indices, start=pod.running,
@@ -133,6 +141,7 @@ def holders(plan: WorkloadPlan, window_end: int) -> list[Holder]:
                 view=plan.view,
                 dcgm=(("container", plan.container), ("namespace", plan.namespace.name),
                       ("pod", pod.name)),
+                dcgm_containers=per_gpu,
             ))
     return out
 

@@ -186,23 +186,47 @@ def _template(plan: WorkloadPlan) -> dict[str, object]:
     labels = {k.replace("kueue_x_k8s_io_queue_name", "kueue.x-k8s.io/queue-name"): v
               for k, v in plan.pod_labels}
     gpus = str(plan.gpus_per_pod)
-    return {
-        "metadata": {"labels": labels},
-        "spec": {
-            "containers": [{
-                "image": plan.image,
-                "name": plan.container,
-                "resources": {
-                    "limits": {"nvidia.com/gpu": gpus},
-                    "requests": {"cpu": str(plan.cpus_per_pod),
-                                 "memory": f"{plan.mem_gb_per_pod}Gi",
-                                 "nvidia.com/gpu": gpus},
-                },
-            }],
-            "restartPolicy": "Never" if plan.owner_kind == "Job" else "Always",
-            "serviceAccountName": plan.namespace.service_account,
-        },
+    spec: dict[str, object] = {
+        "containers": [{
+            "image": plan.image,
+            "name": plan.container,
+            "resources": {
+                "limits": {"nvidia.com/gpu": gpus},
+                "requests": {"cpu": str(plan.cpus_per_pod),
+                             "memory": f"{plan.mem_gb_per_pod}Gi",
+                             "nvidia.com/gpu": gpus},
+            },
+        }],
+        "restartPolicy": "Never" if plan.owner_kind == "Job" else "Always",
+        "serviceAccountName": plan.namespace.service_account,
     }
+    if plan.gpu_containers:
+        spec.update(_layout_containers(plan))
+    return {"metadata": {"labels": labels}, "spec": spec}
+
+
+def _layout_containers(plan: WorkloadPlan) -> dict[str, list[dict[str, object]]]:
+    """The pod template's containers and initContainers of a ``pod_shapes`` GPU layout."""
+    main = [c for c in plan.gpu_containers if c.kind == "container"]
+    requests: dict[str, str] = {"cpu": str(plan.cpus_per_pod),
+                                "memory": f"{plan.mem_gb_per_pod}Gi"}
+    resources: dict[str, object] = {"requests": requests}
+    if main:
+        gpus = str(main[0].gpus)
+        requests["nvidia.com/gpu"] = gpus
+        resources["limits"] = {"nvidia.com/gpu": gpus}
+    init = []
+    for c in plan.gpu_containers:
+        if c.kind == "container":
+            continue
+        item: dict[str, object] = {"image": c.image, "name": c.name, "resources": {
+            "limits": {"nvidia.com/gpu": str(c.gpus)},
+            "requests": {"nvidia.com/gpu": str(c.gpus)}}}
+        if c.restart_policy:
+            item["restartPolicy"] = c.restart_policy
+        init.append(item)
+    return {"containers": [{"image": plan.image, "name": plan.container,
+                            "resources": resources}], "initContainers": init}
 
 
 class WorkloadWriter:

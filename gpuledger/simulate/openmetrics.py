@@ -18,17 +18,16 @@ from typing import TextIO
 
 from gpuledger.simulate.config import DAY
 from gpuledger.simulate.outputs import open_output
+from gpuledger.simulate.pod_shapes import INIT_FAMILIES, init_container_lines
 from gpuledger.simulate.records import Holder, KueueEvent, PodRecord
-from gpuledger.simulate.rng import pod_suffix
 from gpuledger.simulate.scheduling import shared_owner
+from gpuledger.simulate.scrape_shapes import ScrapeShapes
 from gpuledger.simulate.timefmt import day_of
 from gpuledger.simulate.utilization import busy_milli, gpu_util_percent
-from gpuledger.simulate.world import COHORT, GPU_MODEL_NAMES, ClusterQueue, Node
+from gpuledger.simulate.world import COHORT, ClusterQueue, Node
 
 KUEUE_BUCKETS = (1.0, *(2.5 * 2**i for i in range(13)))  # 1, 2.5, 5, ... 10240
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
-KSM_TARGET = 'job="kube-state-metrics",instance="10.42.0.5:8080"'
-KUEUE_TARGET = 'job="kueue-controller-manager",instance="10.42.0.9:8443"'
 
 
 def scrape_offsets(step: int) -> tuple[int, int]:
@@ -39,9 +38,7 @@ def scrape_offsets(step: int) -> tuple[int, int]:
 
 FLUSH_STEPS, FLUSH_LINES = 96, 150_000  # buffered scrapes per write (bounds memory)
 
-FAMILIES: tuple[tuple[str, str, str], ...] = (
-    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
-    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+KSM_FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("kube_node_status_capacity", "gauge", "The capacity for different resources of a node."),
     ("kube_node_spec_unschedulable", "gauge",
      "Whether a node can schedule new pods."),
@@ -56,6 +53,8 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
      "precise."),
     ("kube_pod_start_time", "gauge", "Start time in unix timestamp for a pod."),
     ("kube_pod_completion_time", "gauge", "Completion time in unix timestamp for a pod."),
+)
+KUEUE_FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("kueue_pending_workloads", "gauge",
      "The number of pending workloads, per 'cluster_queue' and 'status'."),
     ("kueue_admitted_workloads", "counter",
@@ -72,6 +71,15 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
      "Reports the cluster_queue's total resource usage"),
     ("kueue_cluster_queue_nominal_quota", "gauge", "Reports the cluster_queue's resource quota"),
 )
+
+
+def families(shapes: ScrapeShapes, init_containers: bool) -> list[tuple[str, str, str]]:
+    """The file's metric families in order (init-container ones only where pods have them)."""
+    ksm = list(KSM_FAMILIES)
+    if init_containers:
+        at = [name for name, _, _ in ksm].index("kube_pod_container_resource_requests") + 1
+        ksm[at:at] = INIT_FAMILIES
+    return [*shapes.dcgm_families(), *ksm, *KUEUE_FAMILIES]
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,8 @@ class _KueueState:
 class MetricsSweep:
     def __init__(self, *, nodes: tuple[Node, ...], cluster_queues: tuple[ClusterQueue, ...],
                  w0: int, w1: int, step: int, out_path: Path, tmp_dir: Path, gzip: bool,
-                 busy_path: Path, irregular: Irregularities, seed: int) -> None:
+                 busy_path: Path, irregular: Irregularities, seed: int,
+                 shapes: ScrapeShapes | None = None, init_containers: bool = False) -> None:
         self.nodes = nodes
         self.k8s_nodes = [n for n in nodes if n.in_kubernetes]
         self.cluster_queues = cluster_queues
@@ -140,6 +149,12 @@ class MetricsSweep:
         self.ksm_offset, self.kueue_offset = scrape_offsets(step)
         self.out_path, self.tmp_dir, self.gzip = out_path, tmp_dir, gzip
         self.irregular = irregular
+        self.shapes = shapes = shapes or ScrapeShapes()
+        self.seed = seed
+        self.families = families(shapes, init_containers)
+        self.util_family = shapes.naming.util
+        self.ratio_family = shapes.naming.ratio
+        self.ksm_target, self.kueue_target = shapes.ksm_target, shapes.kueue_target
         self.k = 0  # next scrape index
         self.seq = 0
         self.holder_heap: list[tuple[int, int, Holder]] = []
@@ -150,8 +165,8 @@ class MetricsSweep:
         self.kueue = _KueueState()
         self.restarted = False
         self.parts: dict[str, TextIO] = {}
-        self.buffers: dict[str, list[str]] = {name: [] for name, _, _ in FAMILIES}
-        for name, _, _ in FAMILIES:
+        self.buffers: dict[str, list[str]] = {name: [] for name, _, _ in self.families}
+        for name, _, _ in self.families:
             self.parts[name] = open_output(tmp_dir / f"{name}.part", compress=False)
         self.samples = 0
         self.flushed = 0
@@ -159,7 +174,7 @@ class MetricsSweep:
         self.busy_out.write("gpu_uuid,day,busy_seconds\n")
         self.busy: dict[str, int] = {}  # uuid -> milli-seconds in the current day
         self.busy_day = w0
-        self._gpu_labels = {n.name: self._dcgm_base(n, seed) for n in nodes}
+        self._gpu_labels = {n.name: shapes.dcgm_base(n) for n in nodes}
         self._outage = {node: (a, b) for node, a, b in irregular.exporter_outages}
         self._drift_nodes = set(irregular.label_drift_nodes)
         self._late = {(node, planned): actual for node, planned, actual in irregular.late_cordons}
@@ -221,27 +236,11 @@ class MetricsSweep:
 
     # ------------------------------------------------------------------ dcgm
 
-    def _dcgm_base(self, node: Node, seed: int) -> list[str]:
-        model = GPU_MODEL_NAMES[node.gpu_model]
-        return [
-            f'gpu="{i}",UUID="{uuid}",device="nvidia{i}",modelName="{model}",'
-            f'Hostname="{node.name}"'
-            for i, uuid in enumerate(node.gpu_uuids)
-        ]
-
-    def _dcgm_target(self, node: Node, exported: bool) -> str:
-        if node.pool == "slurm":
-            return f'job="dcgm-exporter-hpc",instance="{node.name}:9400"'
-        target = f'job="nvidia-dcgm-exporter",instance="{node.host_ip}:9400"'
-        if exported:
-            suffix = pod_suffix(0, "dcgm-exporter", node.name)
-            target += (f',container="nvidia-dcgm-exporter",namespace="gpu-operator",'
-                       f'pod="nvidia-dcgm-exporter-{suffix}"')
-        return target
-
     def _exported(self, node: Node, ts: int) -> bool:
         if node.pool == "slurm":
             return False
+        if not self.shapes.honor_labels:
+            return True
         if self.irregular.exported_everywhere:
             return True
         start = self.irregular.label_drift_from
@@ -253,8 +252,10 @@ class MetricsSweep:
         while self.holder_heap and self.holder_heap[0][0] <= ts:
             _, _, h = heapq.heappop(self.holder_heap)
             self.active[h.node.name].append(h)
-        util_lines = self.buffers["DCGM_FI_DEV_GPU_UTIL"]
-        ratio_lines = self.buffers["DCGM_FI_PROF_GR_ENGINE_ACTIVE"]
+        util, ratio_name = self.util_family, self.ratio_family
+        util_lines = self.buffers[util]
+        ratio_lines = self.buffers[ratio_name] if ratio_name is not None else []
+        per_sample = 1 if ratio_name is None else 2
         step = self.step
         for node in self.nodes:
             holders = self.active[node.name]
@@ -263,7 +264,7 @@ class MetricsSweep:
             outage = self._outage.get(node.name)
             silent = outage is not None and outage[0] <= ts < outage[1]
             exported = self._exported(node, ts)
-            target = self._dcgm_target(node, exported)
+            target = self.shapes.dcgm_target(node, exported)
             base = self._gpu_labels[node.name]
             by_gpu: dict[int, list[Holder]] = {}
             for h in holders:
@@ -274,9 +275,10 @@ class MetricsSweep:
                 if not owners:
                     if not silent:
                         labels = f"{base[i]},{target}"
-                        util_lines.append(f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} 0 {ts}\n")
-                        ratio_lines.append(f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{labels}}} 0 {ts}\n")
-                        self.samples += 2
+                        util_lines.append(f"{util}{{{labels}}} 0 {ts}\n")
+                        if ratio_name is not None:
+                            ratio_lines.append(f"{ratio_name}{{{labels}}} 0 {ts}\n")
+                        self.samples += per_sample
                     continue
                 milli = min(1000, sum(busy_milli(h.profile, i, ts) for h in owners))
                 self.busy[uuid] = self.busy.get(uuid, 0) + milli * step
@@ -284,14 +286,12 @@ class MetricsSweep:
                     continue
                 pct = gpu_util_percent(milli)
                 ratio = _fmt_ratio(milli)
-                for h in owners:
-                    workload = ",".join(
-                        f'{"exported_" + k if exported and k != "hpc_job" else k}="{v}"'
-                        for k, v in h.dcgm)
-                    labels = f"{base[i]},{workload},{target}"
-                    util_lines.append(f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {pct} {ts}\n")
-                    ratio_lines.append(f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{labels}}} {ratio} {ts}\n")
-                    self.samples += 2
+                for labels in self.shapes.holder_series(node, i, owners, exported, base[i],
+                                                        target):
+                    util_lines.append(f"{util}{{{labels}}} {pct} {ts}\n")
+                    if ratio_name is not None:
+                        ratio_lines.append(f"{ratio_name}{{{labels}}} {ratio} {ts}\n")
+                    self.samples += per_sample
 
     def _flush_busy(self) -> None:
         day = day_of(self.busy_day).isoformat()
@@ -307,8 +307,10 @@ class MetricsSweep:
     # ------------------------------------------------------------------ kube-state-metrics
 
     def _scrape_ksm(self, ts: int) -> None:
+        target = self.ksm_target
         for node in self.k8s_nodes:
-            labels = f'node="{node.name}",resource="nvidia_com_gpu",unit="integer",{KSM_TARGET}'
+            name = self.shapes.host(node)
+            labels = f'node="{name}",resource="nvidia_com_gpu",unit="integer",{target}'
             self._emit("kube_node_status_capacity",
                        f"kube_node_status_capacity{{{labels}}} {node.gpu_count} {ts}\n")
             cordoned = 0
@@ -319,12 +321,11 @@ class MetricsSweep:
                 if actual is not None and ts < actual:
                     cordoned = 0
             self._emit("kube_node_spec_unschedulable",
-                       f'kube_node_spec_unschedulable{{node="{node.name}",{KSM_TARGET}}} '
+                       f'kube_node_spec_unschedulable{{node="{name}",{target}}} '
                        f"{cordoned} {ts}\n")
         while self.pod_heap and self.pod_heap[0][0] <= ts:
             _, _, p = heapq.heappop(self.pod_heap)
-            base = f'namespace="{p.namespace}",pod="{p.name}",uid="{p.uid}"'
-            self.pods.append(_ActivePod(p, base))
+            self.pods.append(_ActivePod(p, self.shapes.pod_key(p.namespace, p.name, p.uid)))
         if self.pods:
             self.pods[:] = [a for a in self.pods if a.pod.deleted is None or a.pod.deleted > ts]
         for a in self.pods:
@@ -333,24 +334,25 @@ class MetricsSweep:
     def _pod_lines(self, a: _ActivePod, ts: int) -> None:
         p = a.pod
         scheduled = p.scheduled is not None and ts >= p.scheduled and p.node is not None
-        node = p.node.name if scheduled and p.node is not None else ""
+        node = self.shapes.host(p.node) if scheduled and p.node is not None else ""
         host_ip = p.node.host_ip if scheduled and p.node is not None else ""
         pod_ip = p.node.pod_ip(p.pod_number) if scheduled and p.node is not None else ""
         base = a.base
+        target = self.ksm_target
         self._emit("kube_pod_info",
                    f'kube_pod_info{{{base},host_ip="{host_ip}",pod_ip="{pod_ip}",node="{node}",'
                    f'created_by_kind="{p.owner_kind}",created_by_name="{p.owner_name}",'
-                   f'priority_class="",host_network="false",{KSM_TARGET}}} 1 {ts}\n')
+                   f'priority_class="",host_network="false",{target}}} 1 {ts}\n')
         labels = "".join(f',label_{k}="{v}"' for k, v in p.labels)
-        self._emit("kube_pod_labels", f"kube_pod_labels{{{base}{labels},{KSM_TARGET}}} 1 {ts}\n")
+        self._emit("kube_pod_labels", f"kube_pod_labels{{{base}{labels},{target}}} 1 {ts}\n")
         self._emit("kube_pod_service_account",
                    f'kube_pod_service_account{{{base},service_account="{p.service_account}",'
-                   f"{KSM_TARGET}}} 1 {ts}\n")
+                   f"{target}}} 1 {ts}\n")
         controller = "true" if p.owner_kind != "<none>" else "<none>"
         self._emit("kube_pod_owner",
                    f'kube_pod_owner{{{base},owner_kind="{p.owner_kind}",'
                    f'owner_name="{p.owner_name}",owner_is_controller="{controller}",'
-                   f"{KSM_TARGET}}} 1 {ts}\n")
+                   f"{target}}} 1 {ts}\n")
         if p.finished is not None and ts >= p.finished:
             phase = p.final_phase or "Failed"
         elif p.running is not None and ts >= p.running:
@@ -359,18 +361,23 @@ class MetricsSweep:
             phase = "Pending"
         for candidate in PHASES:
             self._emit("kube_pod_status_phase",
-                       f'kube_pod_status_phase{{{base},phase="{candidate}",{KSM_TARGET}}} '
+                       f'kube_pod_status_phase{{{base},phase="{candidate}",{target}}} '
                        f"{1 if candidate == phase else 0} {ts}\n")
-        self._emit("kube_pod_container_resource_requests",
-                   f'kube_pod_container_resource_requests{{{base},container="{p.container}",'
-                   f'node="{node}",resource="nvidia_com_gpu",unit="integer",{KSM_TARGET}}} '
-                   f"{p.gpus} {ts}\n")
+        if p.containers:
+            for family, line in init_container_lines(self.shapes, p, base, node, target,
+                                                     ts, scheduled, self.seed):
+                self._emit(family, line)
+        else:
+            self._emit("kube_pod_container_resource_requests",
+                       f"kube_pod_container_resource_requests{{{base},"
+                       f'{self.shapes.container(p.container)},node="{node}",'
+                       f'resource="nvidia_com_gpu",unit="integer",{target}}} {p.gpus} {ts}\n')
         if scheduled and p.scheduled is not None:
             self._emit("kube_pod_start_time",
-                       f"kube_pod_start_time{{{base},{KSM_TARGET}}} {p.scheduled + 1} {ts}\n")
+                       f"kube_pod_start_time{{{base},{target}}} {p.scheduled + 1} {ts}\n")
         if p.finished is not None and ts >= p.finished:
             self._emit("kube_pod_completion_time",
-                       f"kube_pod_completion_time{{{base},{KSM_TARGET}}} {p.finished} {ts}\n")
+                       f"kube_pod_completion_time{{{base},{target}}} {p.finished} {ts}\n")
 
     # ------------------------------------------------------------------ kueue
 
@@ -419,41 +426,42 @@ class MetricsSweep:
         if restart is not None and restart[0] <= ts < restart[1]:
             return  # the controller is down: nothing is scraped
         k = self.kueue
+        target = self.kueue_target
         for cq in self.cluster_queues:
             name = cq.name
             for status in ("active", "inadmissible"):
                 self._emit("kueue_pending_workloads",
                            f'kueue_pending_workloads{{cluster_queue="{name}",status="{status}",'
-                           f"{KUEUE_TARGET}}} {k.pending.get((name, status), 0)} {ts}\n")
+                           f"{target}}} {k.pending.get((name, status), 0)} {ts}\n")
             if name in k.admitted:
                 self._emit("kueue_admitted_workloads",
                            f'kueue_admitted_workloads_total{{cluster_queue="{name}",'
-                           f"{KUEUE_TARGET}}} {k.admitted[name]} {ts}\n")
+                           f"{target}}} {k.admitted[name]} {ts}\n")
             for (q, reason), n in sorted(k.evicted.items()):
                 if q == name:
                     self._emit("kueue_evicted_workloads",
                                f'kueue_evicted_workloads_total{{cluster_queue="{name}",'
-                               f'reason="{reason}",{KUEUE_TARGET}}} {n} {ts}\n')
+                               f'reason="{reason}",{target}}} {n} {ts}\n')
             buckets = k.hist.get(name)
             if buckets is not None:
                 fam = "kueue_admission_wait_time_seconds"
                 for j, bound in enumerate(KUEUE_BUCKETS):
                     self._emit(fam, f'{fam}_bucket{{cluster_queue="{name}",le="{_le(bound)}",'
-                                    f"{KUEUE_TARGET}}} {buckets[j]} {ts}\n")
+                                    f"{target}}} {buckets[j]} {ts}\n")
                 self._emit(fam, f'{fam}_bucket{{cluster_queue="{name}",le="+Inf",'
-                                f"{KUEUE_TARGET}}} {buckets[-1]} {ts}\n")
-                self._emit(fam, f'{fam}_count{{cluster_queue="{name}",{KUEUE_TARGET}}} '
+                                f"{target}}} {buckets[-1]} {ts}\n")
+                self._emit(fam, f'{fam}_count{{cluster_queue="{name}",{target}}} '
                                 f"{buckets[-1]} {ts}\n")
                 total = k.hist_sum[name]
                 text = str(int(total)) if float(total).is_integer() else repr(total)
-                self._emit(fam, f'{fam}_sum{{cluster_queue="{name}",{KUEUE_TARGET}}} '
+                self._emit(fam, f'{fam}_sum{{cluster_queue="{name}",{target}}} '
                                 f"{text} {ts}\n")
             self._emit("kueue_admitted_active_workloads",
                        f'kueue_admitted_active_workloads{{cluster_queue="{name}",'
-                       f"{KUEUE_TARGET}}} {k.active.get(name, 0)} {ts}\n")
+                       f"{target}}} {k.active.get(name, 0)} {ts}\n")
             for flavor, quota in sorted(cq.nominal.items()):
                 labels = (f'cohort="{COHORT}",cluster_queue="{name}",flavor="{flavor}",'
-                          f'resource="nvidia.com/gpu",{KUEUE_TARGET}')
+                          f'resource="nvidia.com/gpu",{target}')
                 self._emit("kueue_cluster_queue_resource_usage",
                            f"kueue_cluster_queue_resource_usage{{{labels}}} "
                            f"{k.usage.get((name, flavor), 0)} {ts}\n")
@@ -472,7 +480,7 @@ class MetricsSweep:
         for part in self.parts.values():
             part.close()
         with open_output(self.out_path, self.gzip) as out:
-            for name, kind, help_text in FAMILIES:
+            for name, kind, help_text in self.families:
                 out.write(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
                 part_path = self.tmp_dir / f"{name}.part"
                 with part_path.open(encoding="utf-8") as fh:

@@ -16,6 +16,20 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class GpuContainer:
+    """A container of a pod template that requests GPUs (``pod_shapes``)."""
+
+    name: str
+    kind: str  # container | init | sidecar (restartable init container)
+    gpus: int
+    image: str
+
+    @property
+    def restart_policy(self) -> str:
+        return "Always" if self.kind == "sidecar" else ""
+
+
+@dataclass(frozen=True)
 class Holder:
     """Something holding GPUs on one node for ``[start, end)``: one row of truth/allocations.csv.
 
@@ -40,6 +54,7 @@ class Holder:
     account: str = ""  # Slurm account and user, for sreport
     user: str = ""
     qos: str = ""  # Slurm QOS (rate cards may price by it); empty for pods
+    dcgm_containers: tuple[tuple[int, str], ...] = ()  # GPU index -> container, if not dcgm's
 
     @property
     def gpus(self) -> int:
@@ -71,6 +86,7 @@ class PodRecord:
     final_phase: str  # Succeeded | Failed | "" (not finished)
     deleted: int | None  # None: still exists at the window's end
     pod_number: int  # for its IP address
+    containers: tuple[GpuContainer, ...] = ()  # GPU containers; () = one, ``container``
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from gpuledger.simulate.config import SimConfig
 from gpuledger.simulate.openmetrics import Irregularities, scrape_offsets
 from gpuledger.simulate.outputs import open_output
 from gpuledger.simulate.planted import PODS_READY_TIMEOUT, REQUEUE_BACKOFF, Plantings
+from gpuledger.simulate.scrape_shapes import KSM_POD, KUEUE_POD, ScrapeShapes, unlabelled_nodes
 from gpuledger.simulate.timefmt import iso_utc, iso_z
 from gpuledger.simulate.world import (
     ACCOUNT_PARENTS,
@@ -73,11 +74,59 @@ def command_line(cfg: SimConfig, out: str) -> str:
         parts.append(f"--load {cfg.load}")
     if cfg.scontrol_every != SimConfig.scontrol_every:
         parts.append(f"--scontrol-every {cfg.scontrol_every}")
+    parts.extend(shape_flags(cfg))
     return " ".join(parts)
 
 
+def shape_flags(cfg: SimConfig) -> list[str]:
+    """The real-cluster shape options as flags (each one spelled out, not --real-shapes)."""
+    out = []
+    if not cfg.honor_labels:
+        out.append("--no-honor-labels")
+    if cfg.fqdn_nodes:
+        out.append("--fqdn-nodes")
+    if cfg.init_container_gpus:
+        out.append(f"--init-container-gpus {cfg.init_container_gpus}")
+    if cfg.kueue_labels != SimConfig.kueue_labels:
+        out.append(f"--kueue-labels {cfg.kueue_labels}")
+    if cfg.dcgm_names != SimConfig.dcgm_names:
+        out.append(f"--dcgm-names {cfg.dcgm_names}")
+    if cfg.dcgm_hostname_label != SimConfig.dcgm_hostname_label:
+        out.append(f"--dcgm-hostname-label {cfg.dcgm_hostname_label}")
+    if cfg.no_pod_labels_nodes:
+        out.append(f"--no-pod-labels-on {','.join(cfg.no_pod_labels_nodes)}")
+    elif cfg.no_pod_labels_share:
+        out.append(f"--no-pod-labels-on {cfg.no_pod_labels_share}")
+    return out
+
+
+def _real_shapes(world: World, layouts: dict[str, int]) -> dict[str, object]:
+    """world.json ``real_shapes``: the options and what they made (docs/simulator-shapes.md)."""
+    cfg = world.config
+    k8s = [n for n in world.nodes if n.in_kubernetes]
+    return {
+        "options": cfg.shape_options(),
+        "honor_labels": cfg.honor_labels,
+        "exporter_pods": None if cfg.honor_labels else {
+            "kube_state_metrics": KSM_POD, "kueue": KUEUE_POD,
+            "dcgm_exporter": "gpu-operator/nvidia-dcgm-exporter-<suffix> per node"},
+        "kubernetes_node_names": {n.name: ScrapeShapes.from_config(cfg, ()).host(n)
+                                  for n in k8s} if cfg.fqdn_nodes else None,
+        "dcgm_hostname": "FQDN on every node" if cfg.fqdn_nodes else "short name",
+        "dcgm_names": cfg.dcgm_names,
+        "dcgm_hostname_label": cfg.dcgm_hostname_label,
+        "dcgm_without_pod_labels": list(unlabelled_nodes(cfg, world.nodes)),
+        "kueue_labels": cfg.kueue_labels,
+        "init_container_gpus": {"share": cfg.init_container_gpus,
+                                "pods": dict(sorted(layouts.items()))},
+        "truth": "canonical short node names; GPUs charged = the placement (every layout's "
+                 "effective request equals it)",
+    }
+
+
 def write_world_json(world: World, irr: Irregularities, plantings: Plantings,
-                     summary: dict[str, object], out_dir: Path) -> None:
+                     summary: dict[str, object], out_dir: Path,
+                     layouts: dict[str, int] | None = None) -> None:
     """world.json: the config, window, inventory, queues, planted faults and decoys,
     conventions, the commands the dumps stand for, and the run's summary."""
     cfg = world.config
@@ -189,5 +238,7 @@ def write_world_json(world: World, irr: Irregularities, plantings: Plantings,
         },
         "summary": {k: v for k, v in summary.items() if k != "out_dir"},
     }
+    if cfg.shapes_changed:  # absent otherwise: worlds without the options stay byte-identical
+        doc["real_shapes"] = _real_shapes(world, layouts or {})
     with open_output(out_dir / "world.json", compress=False) as fh:
         fh.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
