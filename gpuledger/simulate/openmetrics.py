@@ -373,8 +373,12 @@ class MetricsSweep:
                        f'{self.shapes.container(p.container)},node="{node}",'
                        f'resource="nvidia_com_gpu",unit="integer",{target}}} {p.gpus} {ts}\n')
         if scheduled and p.scheduled is not None:
-            self._emit("kube_pod_start_time",
-                       f"kube_pod_start_time{{{base},{target}}} {p.scheduled + 1} {ts}\n")
+            # at the Running start: the truth charges Running time (docs/accounting.md) and the
+            # simulator has no image-pull phase in this metric (docs/simulator-shapes.md)
+            started = p.running if p.running is not None else p.scheduled + 1
+            if ts >= started:  # set once the kubelet admitted the pod
+                self._emit("kube_pod_start_time",
+                           f"kube_pod_start_time{{{base},{target}}} {started} {ts}\n")
         if p.finished is not None and ts >= p.finished:
             self._emit("kube_pod_completion_time",
                        f"kube_pod_completion_time{{{base},{target}}} {p.finished} {ts}\n")
