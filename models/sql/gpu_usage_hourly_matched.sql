@@ -29,8 +29,9 @@ slurm_matches AS (
     SELECT p.*, s.gpu_uuid, s.gpu_instance, s.span_start, s.span_end, s.share, s.busy_fraction
     FROM pieces AS p
     INNER JOIN usage_samples AS s
-        -- dcgm-exporter's Hostname may be the host's FQDN where Slurm names the node short
-        ON split_part(s.node, '.', 1) = split_part(p.node, '.', 1) AND s.hpc_job = p.job_id_raw
+        -- node names are canonical since ingest (docs/node-names.md): an exporter's FQDN
+        -- Hostname and Slurm's short NodeName are one name here
+        ON s.node = p.node AND s.hpc_job = p.job_id_raw
         AND s.span_start < p.end_ts AND s.span_end > p.start_ts
     WHERE p.domain = 'slurm'
 ),

@@ -26,6 +26,7 @@ import polars as pl
 import pytest
 
 from gpuledger.cli import main
+from gpuledger.nodenames import NodeNamer
 from models import load_sql
 from models.build import (
     build_allocations,
@@ -410,13 +411,21 @@ def test_rebuilding_a_day_changes_nothing(sample):
 
 
 def test_slurm_readings_match_when_the_exporter_names_the_node_by_its_fqdn(hand_made):
+    """The exporter's FQDN reaches the model canonical (gpuledger/nodenames.py, on ingest):
+    the rule lives there, not in the join."""
     build_gpu_usage_hourly(hand_made, DAY, DAY)
     query = ("SELECT source_key, hour::TIME::VARCHAR, round(measured_gpu_seconds, 6), "
              "round(busy_gpu_seconds, 6) FROM allocation_usage_hourly WHERE domain = 'slurm' "
              "ORDER BY ALL")
     short = hand_made.execute(query).fetchall()
-    hand_made.execute("UPDATE gpu_utilization SET node = 'n1.cluster.example.org' "
-                      "WHERE hpc_job IS NOT NULL")
+    readings = hand_made.execute("SELECT * FROM gpu_utilization").pl()
+    fqdn = readings.with_columns(
+        pl.when(pl.col("hpc_job").is_not_null()).then(pl.lit("n1.cluster.example.org"))
+        .otherwise(pl.col("node")).alias("node"))
+    canonical = NodeNamer().canonical_frame(fqdn)  # what the Kubernetes ingest stores
+    hand_made.execute("DELETE FROM gpu_utilization")
+    hand_made.register("canonical_readings", canonical.to_arrow())
+    hand_made.execute("INSERT INTO gpu_utilization BY NAME SELECT * FROM canonical_readings")
     build_gpu_usage_hourly(hand_made, DAY, DAY)
     assert hand_made.execute(query).fetchall() == short
     assert short[0][2] == 1800.0
