@@ -253,6 +253,10 @@ def record_ingest(
     )
 
 
+class PublishFailed(RuntimeError):
+    """The copy for readers could not be made (full disk, …): the previous snapshot stays."""
+
+
 class LedgerIncomplete(RuntimeError):
     """The ledger holds a build that did not finish: publishing it would serve invoices that
     disagree with the allocations."""
@@ -292,6 +296,13 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, db_path: Path) -> Path:
         finally:
             con.execute(f"DETACH {alias}")
         tmp.replace(target)
+    except (duckdb.Error, OSError) as exc:
+        _remove_copy(tmp)
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        msg = (f"the ledger was updated but not published ({first}); readers keep the "
+               f"previous snapshot {target}: free the cause and run any command that publishes "
+               "(`gpuledger build`)")
+        raise PublishFailed(msg) from exc
     except BaseException:
         _remove_copy(tmp)
         raise
