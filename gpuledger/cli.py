@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from gpuledger.simulate.cli_args import add_arguments as add_simulate_arguments
 from gpuledger.simulate.cli_args import run_from_args as run_simulation
 from models import build
 from models.incidents import DEFAULT_IDLE_MIN_MINUTES, DEFAULT_IDLE_THRESHOLD, build_incidents
-from models.runner import LedgerIncomplete, connect, publish_snapshot
+from models.runner import LedgerIncomplete, PublishFailed, connect, publish_snapshot
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -127,27 +128,40 @@ def _world_metrics(world_dir: Path) -> Path | None:
 
 
 def _ingest_kubernetes_days(
-    con: duckdb.DuckDBPyConnection, source: MetricsSource, start: datetime, end: datetime, *,
+    ledger: duckdb.DuckDBPyConnection | Callable[[], AbstractContextManager],
+    source: MetricsSource, start: datetime, end: datetime, *,
     cluster: str, lookback: timedelta, scrape_interval: timedelta | None,
     workloads: Path | None, indent: str = "", max_warnings: int = 8,
     gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES,
 ) -> None:
-    """Ingest ``[start, end)`` day by day (progress lines on stderr), then the Workloads."""
+    """Ingest ``[start, end)`` day by day (progress lines on stderr), then the Workloads.
+
+    `ledger` is an open connection, or a function opening one: then each day is read from the
+    source with the ledger closed and written in a short transaction (one writer at a time: a
+    slow Prometheus never holds the ledger's lock).
+    """
+    def opened() -> AbstractContextManager:
+        return nullcontext(ledger) if isinstance(ledger, duckdb.DuckDBPyConnection) else ledger()
+
     days = k8s_ingest.daily_windows(start, end)
     progress = Progress(len(days))
     for day_start, day_end in days:
         progress.start(f"{indent}prometheus {day_start:%Y-%m-%d}")
-        load = k8s_ingest.ingest_kubernetes_window(
-            con, source, day_start, day_end, lookback=lookback, cluster=cluster,
-            scrape_interval=scrape_interval,
+        read = k8s_ingest.read_kubernetes_window(
+            source, day_start, day_end, lookback=lookback, scrape_interval=scrape_interval,
+            gpu_resources=gpu_resources,
         )
+        with opened() as con:
+            load = k8s_ingest.write_kubernetes_window(con, read, source, day_start, day_end,
+                                                      cluster=cluster)
         text = load.summary(max_warnings)
         progress.note(f"{indent}  " + text.replace("\n", f"\n{indent}  "))
         progress.advance()
     progress.finish()
     if workloads is not None:
-        result = k8s_ingest.import_workload_conditions(con, workloads,
-                                                       gpu_resources=gpu_resources)
+        with opened() as con:
+            result = k8s_ingest.import_workload_conditions(con, workloads,
+                                                           gpu_resources=gpu_resources)
         print(f"{indent}{result.summary()}", file=sys.stderr)
 
 
@@ -253,14 +267,16 @@ def cmd_ingest_kubernetes(args: argparse.Namespace, settings: Settings) -> int:
     else:
         source = PrometheusHttpSource(_prometheus_config(args, settings))
     interval = timedelta(seconds=args.scrape_interval) if args.scrape_interval else None
+    cluster = args.cluster or str(settings.extra.get("cluster") or "")
+    if not cluster:
+        with connect(settings.db) as con:
+            cluster = k8s_ingest.default_cluster(con)
+    _ingest_kubernetes_days(
+        lambda: connect(settings.db), source, start, end, cluster=cluster,
+        lookback=timedelta(minutes=args.lookback_minutes), scrape_interval=interval,
+        workloads=_workload_snapshot(args, settings), gpu_resources=settings.gpu_resources,
+    )
     with connect(settings.db) as con:
-        cluster = args.cluster or str(settings.extra.get("cluster") or "") or \
-            k8s_ingest.default_cluster(con)
-        _ingest_kubernetes_days(
-            con, source, start, end, cluster=cluster,
-            lookback=timedelta(minutes=args.lookback_minutes), scrape_interval=interval,
-            workloads=_workload_snapshot(args, settings), gpu_resources=settings.gpu_resources,
-        )
         publish_snapshot(con, settings.db)
     return EXIT_OK
 
@@ -493,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with connect(settings.db) as con:
                 set_node_aliases(con, settings.node_aliases)
         return args.handler(args, settings)
-    except (SourceError, FileNotFoundError, ValueError, LedgerIncomplete) as exc:
+    except (SourceError, FileNotFoundError, ValueError, LedgerIncomplete, PublishFailed) as exc:
         print(f"gpuledger {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except duckdb.Error as exc:

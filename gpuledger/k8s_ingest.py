@@ -442,12 +442,15 @@ def read_kubernetes_window(
     *,
     lookback: timedelta = DEFAULT_LOOKBACK,
     scrape_interval: timedelta | None = None,
+    gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
 ) -> _Read:
     """Every read of one window (no writes). Raises whatever the source raises; a source with
     a ``window_budget`` (PrometheusHttpSource) bounds the whole read by it."""
+    start, end = check_window(start, end, lookback)
     budget = getattr(source, "window_budget", None)
     with _quiet_connector_log(), (budget() if callable(budget) else nullcontext()):
-        return _read_window(source, start, end, lookback, scrape_interval)
+        return _read_window(source, start, end, lookback, scrape_interval,
+                            tuple(gpu_resources))
 
 
 @contextmanager
@@ -463,7 +466,8 @@ def _quiet_connector_log() -> Iterator[None]:
 
 
 def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback: timedelta,
-                 scrape_interval: timedelta | None) -> _Read:
+                 scrape_interval: timedelta | None,
+                 gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES) -> _Read:
     memo = _MemoSource(source)
     warnings: list[tuple[str, str]] = []
     interval = scrape_interval or infer_scrape_interval(memo, start, end, lookback)
@@ -494,7 +498,7 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
     # end, so reads cut elsewhere than at midnight would give other workload_seconds
     k0, k1 = d0, d1
     kueue = read_kueue_metrics(memo, k0, k1, window=KUEUE_WINDOW, lookback=lookback,
-                               rejects=sink)
+                               resource=gpu_resources, rejects=sink)
     warnings += [("kueue", w) for w in dict.fromkeys(kueue.warnings)]
     server = getattr(source, "warnings", None)
     if isinstance(server, list):
@@ -520,12 +524,23 @@ def ingest_kubernetes_window(
     lookback: timedelta = DEFAULT_LOOKBACK,
     cluster: str = "default",
     scrape_interval: timedelta | None = None,
+    gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
 ) -> KubernetesLoad:
     """Read ``[start, end)`` from `source` and replace what the ledger holds for it, atomically.
+
+    Holds `con` while the source is read: callers that can open the ledger themselves use
+    :func:`read_kubernetes_window` then :func:`write_kubernetes_window` (the CLI, Dagster).
 
     See the module docstring. Returns what was loaded and the warnings (absent metrics,
     unrecognised label spellings, exporter label situations).
     """
+    start, end = check_window(start, end, lookback)
+    read = read_kubernetes_window(source, start, end, lookback=lookback,
+                                  scrape_interval=scrape_interval, gpu_resources=gpu_resources)
+    return write_kubernetes_window(con, read, source, start, end, cluster=cluster)
+
+
+def check_window(start: datetime, end: datetime, lookback: timedelta) -> tuple[datetime, datetime]:
     start, end = _utc_naive(start), _utc_naive(end)
     if end <= start:
         msg = f"expected an end after the start, found {start:%F %T} .. {end:%F %T}"
@@ -533,10 +548,19 @@ def ingest_kubernetes_window(
     if lookback <= timedelta(0):
         msg = f"expected a positive look-back, found {lookback}"
         raise ValueError(msg)
+    return start, end
+
+
+def write_kubernetes_window(
+    con: duckdb.DuckDBPyConnection, read: _Read, source: MetricsSource, start: datetime,
+    end: datetime, *, cluster: str = "default",
+) -> KubernetesLoad:
+    """Write what :func:`read_kubernetes_window` read, in one short transaction: the ledger is
+    opened only for this, never while a source is read (one writer at a time)."""
+    start, end = _utc_naive(start), _utc_naive(end)
     namer = load_namer(con)
-    read = read_kubernetes_window(source, start, end, lookback=lookback,
-                                  scrape_interval=scrape_interval)
     read = _canonical_nodes(read, namer)
+    read = _within_node_capacity(con, read)
     k = read.kueue
     kueue_frames = (
         (schema.KUEUE_COUNTERS, k.counters),
@@ -620,6 +644,51 @@ def _canonical_nodes(read: _Read, namer: NodeNamer) -> _Read:
     )
     out.warnings.extend(("nodes", w) for w in dict.fromkeys(namer.warnings))
     return out
+
+
+#: GPUs one node can hold when neither kube-state-metrics nor the inventory says (a sanity
+#: ceiling: the largest GPU servers carry 16; time-slicing multiplies the advertised count).
+MAX_GPUS_PER_NODE = 256
+
+
+def _within_node_capacity(con: duckdb.DuckDBPyConnection, read: _Read) -> _Read:
+    """Pod intervals asking for more GPUs than their node has are rejects, not charges: the
+    node's largest ``kube_node_status_capacity`` of the window, else the inventory's count,
+    else ``MAX_GPUS_PER_NODE`` (issue #13: sanity limits with reasons)."""
+    pods = read.pods
+    if pods.height == 0:
+        return read
+    capacity = (read.capacity.group_by("node").agg(pl.col("capacity_gpus").max().alias("_ksm"))
+                if read.capacity.height else pl.DataFrame(schema={"node": pl.String,
+                                                                  "_ksm": pl.Int64}))
+    inventory = con.execute("SELECT node, max(gpu_count) FROM nodes GROUP BY node").pl()
+    inventory.columns = ["node", "_inventory"]
+    checked = (pods.join(capacity, on="node", how="left")
+               .join(inventory.with_columns(pl.col("_inventory").cast(pl.Int64)), on="node",
+                     how="left")
+               .with_columns(_limit=pl.coalesce("_ksm", "_inventory",
+                                                pl.lit(MAX_GPUS_PER_NODE, dtype=pl.Int64)),
+                             _by=pl.when(pl.col("_ksm").is_not_null())
+                             .then(pl.lit("kube_node_status_capacity"))
+                             .when(pl.col("_inventory").is_not_null())
+                             .then(pl.lit("the node inventory"))
+                             .otherwise(pl.lit("the ceiling MAX_GPUS_PER_NODE"))))
+    bad = checked.filter(pl.col("gpus") > pl.col("_limit"))
+    if bad.height == 0:
+        return read
+    rows = bad.select(
+        pl.lit("ksm").alias("component"),
+        pl.lit("kube_pod_container_resource_requests").alias("metric"),
+        pl.format("expected at most the node's GPUs (from {}), found a pod holding more",
+                  "_by").alias("reason"),
+        pl.struct(namespace="namespace", pod="pod", uid="uid", node="node",
+                  node_gpus="_limit").struct.json_encode().alias("series"),
+        pl.col("start_ts").alias("ts"),
+        pl.col("gpus").cast(pl.Float64).alias("value"),
+    )
+    kept = checked.filter(pl.col("gpus") <= pl.col("_limit")).select(pods.columns)
+    return replace(read, pods=kept, rejects=pl.concat([read.rejects, rows],
+                                                       how="vertical_relaxed"))
 
 
 def _reject_counts(rejects: pl.DataFrame) -> tuple[tuple[str, str, int], ...]:

@@ -232,14 +232,27 @@ SLURM_RUNS = Table(
         ("source_file", "VARCHAR"),
         ("line_no", "BIGINT"),
         ("observed_until", "TIMESTAMP"),
-        ("observed_at", "TIMESTAMP"),
+        ("load_id", "BIGINT"),
     ),
     key=("run_key",),
     doc="One row per run of a Slurm allocation (a requeued job has several), as sacct last "
     "reported it; observed_until is the end of the sacct query that saw it (a run still going "
-    "is charged up to there); observed_at is when the source that stored the row was observed "
-    "(a dump's --as-of or latest instant, a live query's time): only a record observed as late "
-    "or later replaces it (docs/slurm.md, monotonic ingest).",
+    "is charged up to there); load_id is the sacct load that stored the row (sacct_loads: when "
+    "its source was observed; only a record observed as late or later replaces it, "
+    "docs/slurm.md).",
+)
+
+SACCT_LOADS = Table(
+    "sacct_loads",
+    (
+        ("load_id", "BIGINT"),
+        ("source_file", "VARCHAR"),
+        ("observed_at", "TIMESTAMP"),
+    ),
+    key=("load_id",),
+    doc="The sacct loads whose rows are in slurm_runs, with when their source was observed (a "
+    "dump's --as-of, else its latest instant; a live sacct query's time): a run's record is "
+    "replaced only by one observed as late or later (monotonic ingest, docs/slurm.md).",
 )
 
 SLURM_STEPS = Table(
@@ -978,6 +991,7 @@ ALL_TABLES: tuple[Table, ...] = (
     NODE_ALIASES,
     NODE_NAMES,
     SLURM_RUNS,
+    SACCT_LOADS,
     SLURM_STEPS,
     SLURM_NODE_ALLOCATIONS,
     SLURM_GPU_INDICES,

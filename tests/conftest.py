@@ -11,6 +11,20 @@ import pytest
 
 SERVICE_MARKERS = ("slurm", "prometheus")
 
+try:  # the property-based fuzz (tests/connectors/slurm/test_sacct_fuzz.py, PyPI hypothesis)
+    from hypothesis import settings as hypothesis_settings
+except ImportError:  # pragma: no cover - hypothesis is in the dev extra
+    pass
+else:
+    # the same examples on every run (CI is deterministic), no example database written into
+    # the tree, no per-example deadline on a shared machine; HYPOTHESIS_PROFILE=explore searches
+    # with fresh random examples
+    hypothesis_settings.register_profile("ci", derandomize=True, database=None, deadline=None,
+                                         print_blob=True)
+    hypothesis_settings.register_profile("explore", database=None, deadline=None,
+                                         print_blob=True)
+    hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
 
 # marker -> outcomes of the tests carrying it, collected during the session.
 _OUTCOMES: dict[str, list[str]] = {m: [] for m in SERVICE_MARKERS}

@@ -8,6 +8,9 @@ What goes where
   (:data:`connectors.slurm.records.STEPS_SCHEMA`);
 - every line that cannot be loaded → a :class:`connectors.errors.Reject` with the file, the 1-based
   line number (the header is line 1), the field, an "expected …, found …" reason and the raw line.
+- allocation lines that parse but break a sanity limit (GPUs beyond the node inventory or a
+  ceiling, End before Start, absurd durations, times after the observation) → rejects too, the
+  reason naming the rule (:mod:`connectors.slurm.sanity`).
 
 Nothing is dropped silently: ``lines_read == runs.height + steps.height + len(rejects) +
 blank_lines`` (``lines_read`` counts the lines after the header).
@@ -115,6 +118,7 @@ from connectors.slurm.records import (
     RUNS_SCHEMA,
     STEPS_SCHEMA,
 )
+from connectors.slurm.sanity import DEFAULT_LIMITS, SanityLimits, check_limits
 from connectors.slurm.shapes import shape_ok
 from connectors.slurm.states import EXIT_EXPECTED, STATE_EXPECTED, exit_exprs, state_exprs
 from connectors.slurm.timefmt import (
@@ -891,8 +895,8 @@ class _Batch:
 
 
 def _parse_piece(piece: bytes, first_line: int, header: list[str | None], present: set[str],
-                 sep: str, timezone: str, source_file: str, n_lines: int | None = None
-                 ) -> _Batch:  # fmt: skip
+                 sep: str, timezone: str, source_file: str, n_lines: int | None = None,
+                 limits: SanityLimits = DEFAULT_LIMITS) -> _Batch:  # fmt: skip
     """Parse the lines of ``piece`` (``first_line`` is the number of its first line).
 
     Every line has the header's field count (the usual case): Polars' CSV reader splits them and
@@ -902,7 +906,7 @@ def _parse_piece(piece: bytes, first_line: int, header: list[str | None], presen
     split = _fast_split(piece, sep, len(header), first_line, n_lines)
     if split is None:
         lines, bad_utf8 = _read_piece(piece, first_line, source_file)
-        batch = _parse_batch(lines, header, present, sep, timezone, source_file)
+        batch = _parse_batch(lines, header, present, sep, timezone, source_file, limits)
         batch.rejects.extend(bad_utf8)
         batch.lines += len(bad_utf8)
         return batch
@@ -917,11 +921,12 @@ def _parse_piece(piece: bytes, first_line: int, header: list[str | None], presen
         )  # fmt: skip
 
     return _typed_batch(split, header, present, timezone, source_file, [], 0, split.height,
-                        None, text_of)  # fmt: skip
+                        None, text_of, limits)  # fmt: skip
 
 
 def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str], sep: str,
-                 timezone: str, source_file: str) -> _Batch:  # fmt: skip
+                 timezone: str, source_file: str,
+                 limits: SanityLimits = DEFAULT_LIMITS) -> _Batch:  # fmt: skip
     """Split, validate and type one batch of lines (``line_no``, ``line``)."""
     rejects: list[Reject] = []
     n = len(header)
@@ -956,14 +961,16 @@ def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str]
         )
 
     return _typed_batch(split, header, present, timezone, source_file, rejects, blank_lines,
-                        body.height, odd_jobids, text_of)  # fmt: skip
+                        body.height, odd_jobids, text_of, limits)  # fmt: skip
 
 
 def _typed_batch(split: pl.DataFrame, header: list[str | None], present: set[str], timezone: str,
                  source_file: str, rejects: list[Reject], blank_lines: int, lines: int,
                  odd_jobids: pl.Series | None,
-                 text_of: Callable[[list[int]], dict[int, str]]) -> _Batch:  # fmt: skip
-    """Type and validate split lines (``line_no``, ``f0`` …) into a batch's runs and steps."""
+                 text_of: Callable[[list[int]], dict[int, str]],
+                 limits: SanityLimits = DEFAULT_LIMITS) -> _Batch:  # fmt: skip
+    """Type and validate split lines (``line_no``, ``f0`` …) into a batch's runs and steps;
+    allocation lines that break a sanity limit (:mod:`connectors.slurm.sanity`) are rejected."""
     raw = _raw_frame(split, header)
     del split
     alloc_lines = [raw["line_no"].filter(raw["JobID"].str.contains(ALLOC_ID_RE).fill_null(False))]
@@ -971,6 +978,9 @@ def _typed_batch(split: pl.DataFrame, header: list[str | None], present: set[str
         alloc_lines.append(odd_jobids)
     typed = _typed_checked(raw, header, present, timezone, source_file, text_of, rejects)
     del raw
+    typed, insane = check_limits(typed, limits, present, source=SOURCE, source_file=source_file,
+                                 text_of=text_of)  # fmt: skip
+    rejects.extend(insane)
     lf = typed.lazy()
     runs = lf.filter(~pl.col("is_step")).select(
         [c for c in RUNS_SCHEMA if c in typed.columns]
@@ -1064,6 +1074,7 @@ def parse_sacct(
     timezone: str = "UTC",
     source_file: str,
     cluster: str | None = None,
+    limits: SanityLimits | None = None,
 ) -> SacctParse:
     """Parse a sacct ``--parsable2`` dump.
 
@@ -1072,12 +1083,16 @@ def parse_sacct(
     header (unit separator 0x1f, else ``|``) unless given; any string works. ``timezone``: the IANA
     zone the sacct process printed naive local times in (ignored for epoch and offset times).
     ``source_file``: the name to put in rejects and rows. ``cluster``: the cluster of a dump
-    without a Cluster field (with one, each row's Cluster must be this name).
+    without a Cluster field (with one, each row's Cluster must be this name). ``limits``: the
+    sanity limits allocation lines are held to (:mod:`connectors.slurm.sanity`; default
+    :data:`~connectors.slurm.sanity.DEFAULT_LIMITS`: the ceilings and durations, no inventory,
+    no observation time); a line that breaks one is a reject naming the rule.
 
     Raises :class:`SacctFormatError` when the header is missing, lacks required fields, or has no
     known delimiter; every other problem is a per-line :class:`Reject`.
     """
     check_timezone(timezone)
+    limits = DEFAULT_LIMITS if limits is None else limits
     data = _source_bytes(source)
     dump, body_start = _read_header(data, delimiter, source_file, cluster)
 
@@ -1091,7 +1106,7 @@ def parse_sacct(
     def work(bound: tuple[int, int, int]) -> _Batch:
         begin, end, first_line = bound
         return _parse_piece(held[0][begin:end], first_line, dump.header, dump.present, dump.sep,
-                            timezone, source_file)  # fmt: skip
+                            timezone, source_file, limits=limits)  # fmt: skip
 
     with ThreadPoolExecutor(max_workers=min(len(bounds), _THREADS)) as pool:
         batches = list(pool.map(work, bounds))
@@ -1184,16 +1199,18 @@ def iter_sacct_batches(
     source_file: str,
     batch_bytes: int | None = None,
     cluster: str | None = None,
+    limits: SanityLimits | None = None,
 ) -> Iterator[SacctBatch]:
     """Parse a sacct dump file batch by batch, reading it incrementally (bounded memory).
 
     Batches are cut before allocation lines, so a job's lines stay together. Each batch is what
     :func:`parse_sacct` would give for its lines, see :class:`SacctBatch` for the two cases
     (reordered steps, run keys shared across batches) where the caller must fall back to
-    :func:`parse_sacct`. ``cluster`` as for :func:`parse_sacct`. Raises
+    :func:`parse_sacct`. ``cluster`` and ``limits`` as for :func:`parse_sacct`. Raises
     :class:`SacctFormatError` like :func:`parse_sacct`.
     """
     check_timezone(timezone)
+    limits = DEFAULT_LIMITS if limits is None else limits
     if not source.is_file():
         msg = f"expected a sacct dump at {source}, found none"
         raise SourceError(msg)
@@ -1239,7 +1256,7 @@ def iter_sacct_batches(
             if piece:
                 lines = _line_count(piece)
                 batch = _parse_piece(piece, line_no, dump.header, dump.present, dump.sep,
-                                     timezone, source_file, lines)  # fmt: skip
+                                     timezone, source_file, lines, limits=limits)  # fmt: skip
                 del piece
                 yield _stream_batch(batch, line_no, source_file)
                 line_no += lines

@@ -39,6 +39,7 @@ def test_daily_partition_loads_and_reconciles_and_is_idempotent(tmp_path: Path):
         "no_duplicate_runs": True,
         "durations_are_possible": True,
         "gpu_field_parsed_on_every_gpu_job": True,
+        "sacct_lines_within_sanity_limits": True,
         "slurm_reconciles_with_sreport": True,
     }
     before = _dump(db)

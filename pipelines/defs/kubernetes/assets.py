@@ -41,8 +41,9 @@ def kubernetes_day(
     window = context.partition_time_window
     start = window.start.replace(tzinfo=None)
     end = window.end.replace(tzinfo=None)
+    # the source is read with the ledger closed: a slow Prometheus never holds the writer lock
+    load = kubernetes.load_window(ledger.ledger, start, end)
     with ledger.ledger() as con:
-        load = kubernetes.load_window(con, start, end)
         checks = [check(con, load.cluster, start, end) for _, _, check, _ in WINDOW_CHECKS]
     common = {
         "window": f"{start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC",

@@ -1,15 +1,17 @@
 import json
 import os
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
-import duckdb
 
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import MetricsSource, PrometheusConfig, PrometheusHttpSource
 from gpuledger import k8s_ingest
+from gpuledger.config import load_settings
 
 # OpenMetrics files parsed once per process (Dagster runs every partition in the same process
 # when materialized in-process; a week of the sample world takes seconds to parse).
@@ -77,16 +79,21 @@ class KubernetesSourceResource(dg.ConfigurableResource):
     def describe(self) -> str:
         return self.prometheus_url if self.mode == "prometheus" else self.openmetrics_path
 
-    def load_window(self, con: duckdb.DuckDBPyConnection, start: datetime,
+    def load_window(self, ledger: Callable[[], AbstractContextManager], start: datetime,
                     end: datetime) -> k8s_ingest.KubernetesLoad:
+        """Read the window with the ledger closed, then write it in one short transaction."""
         interval = (timedelta(seconds=self.scrape_interval_s) if self.scrape_interval_s > 0
                     else None)
-        return k8s_ingest.ingest_kubernetes_window(
-            con, self.source(), start, end,
-            lookback=timedelta(minutes=self.lookback_minutes),
-            cluster=self.cluster or k8s_ingest.default_cluster(con),
-            scrape_interval=interval,
+        source = self.source()
+        read = k8s_ingest.read_kubernetes_window(
+            source, start, end, lookback=timedelta(minutes=self.lookback_minutes),
+            scrape_interval=interval, gpu_resources=load_settings().gpu_resources,
         )
+        with ledger() as con:
+            return k8s_ingest.write_kubernetes_window(
+                con, read, source, start, end,
+                cluster=self.cluster or k8s_ingest.default_cluster(con),
+            )
 
 
 def _world_metrics(root: Path) -> Path:

@@ -5,9 +5,11 @@ from pipelines.defs.resources import LedgerResource
 from pipelines.defs.slurm.checks import (
     DURATIONS_CHECK,
     GPU_FIELD_CHECK,
+    SANITY_CHECK,
     UNIQUE_RUNS_CHECK,
     durations_are_possible,
     gpu_field_parsed,
+    lines_within_sanity_limits,
     no_duplicate_runs,
 )
 from pipelines.defs.slurm.resources import SlurmSourceResource
@@ -34,6 +36,11 @@ from pipelines.defs.slurm.resources import SlurmSourceResource
         dg.AssetCheckSpec(UNIQUE_RUNS_CHECK, asset="slurm_jobs"),
         dg.AssetCheckSpec(DURATIONS_CHECK, asset="slurm_jobs"),
         dg.AssetCheckSpec(GPU_FIELD_CHECK, asset="slurm_jobs"),
+        dg.AssetCheckSpec(SANITY_CHECK, asset="slurm_jobs",
+                          description="WARN: the day's sacct lines rejected for breaking a "
+                          "sanity limit (GPUs beyond the node inventory or a ceiling, End "
+                          "before Start, absurd durations, times in the future), with file, "
+                          "line, field and reason; those lines are not charged."),
     ],
 )
 def slurm_jobs(
@@ -44,7 +51,8 @@ def slurm_jobs(
     end = window.end.replace(tzinfo=None)
     with ledger.ledger() as con:
         load = slurm.load_window(con, start, end)
-        checks = [no_duplicate_runs(con), durations_are_possible(con), gpu_field_parsed(con)]
+        checks = [no_duplicate_runs(con), durations_are_possible(con), gpu_field_parsed(con),
+                  lines_within_sanity_limits(con, load.source_file)]
     span = f"{start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M} UTC"
     yield dg.MaterializeResult(
         asset_key="slurm_jobs",
@@ -53,6 +61,8 @@ def slurm_jobs(
             "runs": load.runs,
             "node_allocations": load.node_allocations,
             "rejected": len(load.rejects),
+            "rejected_by_sanity_rule": dg.MetadataValue.json(load.rejected_by_rule),
+            "runs_kept_later_observation": load.kept,
             "window": span,
         },
     )

@@ -1,6 +1,7 @@
 import dagster as dg
 import duckdb
 
+from connectors.slurm.sanity import REASON_PREFIX, RULES
 from models import load_sql
 from pipelines.defs.check_results import offending_rows_result, query_rows
 from pipelines.defs.partitions import daily_partitions
@@ -9,6 +10,7 @@ from pipelines.defs.resources import LedgerResource
 UNIQUE_RUNS_CHECK = "no_duplicate_runs"
 DURATIONS_CHECK = "durations_are_possible"
 GPU_FIELD_CHECK = "gpu_field_parsed_on_every_gpu_job"
+SANITY_CHECK = "sacct_lines_within_sanity_limits"
 
 
 def no_duplicate_runs(con: duckdb.DuckDBPyConnection) -> dg.AssetCheckResult:
@@ -38,6 +40,28 @@ def gpu_field_parsed(con: duckdb.DuckDBPyConnection) -> dg.AssetCheckResult:
           AND regexp_matches(alloc_tres, 'gres/gpu(:[^=,]+)?=[1-9]')
         ORDER BY run_key""")
     return offending_rows_result(rows, cols, check_name=GPU_FIELD_CHECK)
+
+
+def lines_within_sanity_limits(con: duckdb.DuckDBPyConnection,
+                               source_file: str) -> dg.AssetCheckResult:  # fmt: skip
+    """WARN when the day's sacct load (``source_file``) rejected lines for breaking a sanity limit
+    (GPUs beyond the inventory or a ceiling, End before Start, absurd durations, times in the
+    future: connectors.slurm.sanity); returns those rejects (file, line, field, reason) and the
+    count per rule. Those lines are not charged: the day's invoice misses them until the source
+    is fixed."""
+    rows, cols = query_rows(con, """
+        SELECT source_file AS file, line_no AS line, field, reason FROM rejects
+        WHERE source = 'sacct' AND source_file = ? AND starts_with(reason, ?)
+        ORDER BY line_no""", [source_file, REASON_PREFIX])
+    by_rule = dict.fromkeys(RULES, 0)
+    for *_, reason in rows:
+        rule = reason[len(REASON_PREFIX):].split(":", 1)[0]
+        by_rule[rule] = by_rule.get(rule, 0) + 1
+    return offending_rows_result(
+        rows, cols, severity=dg.AssetCheckSeverity.WARN, check_name=SANITY_CHECK,
+        metadata={"offending_rows": len(rows), "by_rule": dg.MetadataValue.json(by_rule),
+                  "source_file": source_file},
+    )
 
 
 @dg.asset_check(

@@ -8,7 +8,9 @@ import duckdb
 
 from connectors.slurm.commands import CommandRunner
 from connectors.slurm.parse import parse_sacct
+from connectors.slurm.sanity import SanityLimits
 from gpuledger import slurm_ingest
+from gpuledger.config import load_settings
 
 
 class SlurmSourceResource(dg.ConfigurableResource):
@@ -24,6 +26,11 @@ class SlurmSourceResource(dg.ConfigurableResource):
     dump_as_of: str = ""
     sreport_utilization_path: str = ""
     sreport_accounts_path: str = ""
+    # sanity limits of sacct lines ([gpuledger.slurm_limits] in gpuledger.toml; docs/slurm.md)
+    slurm_limits: dict[str, float] = SanityLimits().as_config()
+
+    def limits(self) -> SanityLimits:
+        return SanityLimits.from_config(self.slurm_limits)
 
     def _as_of(self) -> datetime | None:
         if not self.dump_as_of:
@@ -36,17 +43,25 @@ class SlurmSourceResource(dg.ConfigurableResource):
         lookback = timedelta(hours=self.lookback_hours)
         if self.mode == "sacct":
             runner = CommandRunner.from_prefix(self.sacct_prefix, timeout_s=self.timeout_s)
-            return slurm_ingest.ingest_slurm_window(con, runner, start, end, lookback=lookback)
+            return slurm_ingest.ingest_slurm_window(con, runner, start, end, lookback=lookback,
+                                                    limits=self.limits())  # fmt: skip
         if self.mode != "dump":
             msg = f"expected slurm source mode 'sacct' or 'dump', found {self.mode!r}"
             raise ValueError(msg)
-        parsed = parse_sacct(Path(self.dump_path), timezone=self.dump_timezone,
-                             source_file=self.dump_path)
-        window = slurm_ingest.within_window(parsed, start - lookback, end)
         as_of = self._as_of()
+        limits = slurm_ingest.sanity_limits(
+            con, observed_at=as_of or datetime.now(UTC).replace(tzinfo=None),
+            observed_what="the dump's as-of time" if as_of else "the time of the import",
+            charged_until=as_of, base=self.limits(),
+        )  # fmt: skip
+        parsed = parse_sacct(Path(self.dump_path), timezone=self.dump_timezone,
+                             source_file=self.dump_path, limits=limits)  # fmt: skip
+        # every day's load is the same dump, observed when it was taken
+        observed = as_of or slurm_ingest.default_observed_until(parsed)
+        window = slurm_ingest.within_window(parsed, start - lookback, end)
         seen = min(end, as_of) if as_of else end
         return slurm_ingest.store_sacct(
-            con, window, source_file=self.dump_path, observed_until=seen,
+            con, window, source_file=self.dump_path, observed_until=seen, observed_at=observed,
             partition_key=f"{start:%Y-%m-%d}", window=(start, end),
         )
 
@@ -71,7 +86,9 @@ def slurm_source_from_environment(world_root: str) -> SlurmSourceResource:
     if not as_of and world_file.is_file():
         # a simulated world's dump was taken at the end of its window
         as_of = str(json.loads(world_file.read_text(encoding="utf-8"))["window"]["end"])
+    limits = slurm_ingest.configured_limits(load_settings())  # [gpuledger.slurm_limits]
     return SlurmSourceResource(
+        slurm_limits=limits.as_config(),
         mode=os.environ.get("GPULEDGER_SLURM_MODE", "dump"),
         sacct_prefix=os.environ.get("GPULEDGER_SACCT_PREFIX", ""),
         dump_path=str(root / "sacct" / "sacct-unitsep-epoch.txt"),

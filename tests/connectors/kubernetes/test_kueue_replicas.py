@@ -182,7 +182,8 @@ def test_labels_moved_to_exported_are_read_like_honoured_ones(tmp_path: Path):
                                T0, T0 + 2 * HOUR, window=HOUR)
     for name in ("counters", "pending", "wait_buckets", "wait_summary", "queue_resources"):
         assert getattr(moved, name).equals(getattr(honoured, name)), name
-    assert honoured.counters.height and honoured.wait_buckets.height
+    assert honoured.counters.height
+    assert honoured.wait_buckets.height
 
 
 def test_unusable_kueue_samples_are_rejects(tmp_path: Path):

@@ -126,3 +126,36 @@ def test_a_nonsense_deadline_is_refused():
         PrometheusConfig(url="http://127.0.0.1:1", connect_timeout_s=0)
     with pytest.raises(ValueError, match="expected a positive window_budget_s"):
         PrometheusConfig(url="http://127.0.0.1:1", window_budget_s=-1)
+
+
+def test_no_source_is_read_while_the_ledger_is_held(tmp_path):
+    """A Prometheus that never answers does not keep other writers out (issue #13, item 6)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    hung = _Server("hang")
+    db = tmp_path / "l.duckdb"
+    identity = tmp_path / "identity.csv"
+    identity.write_text("source_kind,key,person,team,cost_centre,valid_from,valid_to\n"
+                        "slurm_user,alice,Alice,phys,CC1,,\n", encoding="utf-8")
+    root = Path(__file__).resolve().parents[3]
+    ingest = subprocess.Popen(
+        [sys.executable, "-m", "gpuledger.cli", "--db", str(db), "ingest", "kubernetes",
+         "--prometheus-url", f"http://127.0.0.1:{hung.port}", "--start", "2026-01-05",
+         "--end", "2026-01-06", "--timeout", "4", "--retries", "0", "--cluster", "c1"],
+        cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while hung.accepted == 0 and time.monotonic() < deadline:  # the ingest is reading now
+            time.sleep(0.05)
+        assert hung.accepted >= 1
+        assert main(["--db", str(db), "import-identity", str(identity)]) == 0
+        _, err = ingest.communicate(timeout=60)
+    finally:
+        if ingest.poll() is None:
+            ingest.kill()
+            ingest.communicate()
+        hung.close()
+    assert ingest.returncode == 1
+    assert "did not answer" in err
