@@ -68,6 +68,7 @@ from connectors.kubernetes.kueue_metrics import KueueMetrics, read_kueue_metrics
 from connectors.kubernetes.prometheus import MetricsSource
 from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA, TS, empty, label
 from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
+from connectors.slurm.sanity import DEFAULT_MAX_GPUS_PER_NODE
 from gpuledger.nodenames import NodeNamer, load_namer, record_names
 from gpuledger.service import LoadResult, import_workloads
 from gpuledger.timewindows import daily_windows  # noqa: F401
@@ -646,9 +647,9 @@ def _canonical_nodes(read: _Read, namer: NodeNamer) -> _Read:
     return out
 
 
-#: GPUs one node can hold when neither kube-state-metrics nor the inventory says (a sanity
-#: ceiling: the largest GPU servers carry 16; time-slicing multiplies the advertised count).
-MAX_GPUS_PER_NODE = 256
+#: GPUs one node can hold when neither kube-state-metrics nor the inventory says: the same
+#: ceiling as for Slurm (one rule for both schedulers; docs/slurm.md, sanity limits).
+MAX_GPUS_PER_NODE = DEFAULT_MAX_GPUS_PER_NODE
 
 
 def _within_node_capacity(con: duckdb.DuckDBPyConnection, read: _Read) -> _Read:
