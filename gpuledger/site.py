@@ -1,0 +1,413 @@
+"""The site file: one TOML document that describes a whole estate (``docs/site-file.md``).
+
+``load_site(path)`` reads and validates it. Every problem is a ``SiteError`` that names the file
+and the key, "expected …, found …". Relative paths are taken from the site file's folder, so a
+site folder can be moved whole. The CLI and Dagster both start from the same ``Site``.
+"""
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+from gpuledger.config import DEFAULT_CONFIG, DEFAULT_GPU_RESOURCES
+
+SLURM_MODES = ("sacct", "dump")
+CLUSTER_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+# kube_namespace_labels label keys that name an owner, by identity field (defaults)
+DEFAULT_NAMESPACE_LABELS = {"person": "owner", "team": "team", "cost_centre": "cost-centre"}
+
+
+class SiteError(ValueError):
+    """A site file that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class SlurmSite:
+    """Where a cluster's Slurm accounting comes from.
+
+    ``mode="sacct"``: the commands run live (``prefix`` such as ``ssh login-node`` in front of
+    each of sacct, sreport, scontrol, sacctmgr). ``mode="dump"``: exported files.
+    """
+
+    mode: str = "sacct"
+    prefix: str = ""
+    sacct: str = "sacct"
+    timeout_s: float = 300.0
+    lookback_hours: float = 48.0
+    sreport: bool = True
+    # `scontrol show job -d` snapshots: minutes between two (0: none taken)
+    scontrol_every_minutes: float = 0.0
+    # dump mode
+    dump: Path | None = None
+    dump_timezone: str = "UTC"
+    dump_as_of: datetime | None = None  # naive UTC: when the dump was taken
+    sreport_utilization: Path | None = None
+    sreport_accounts: Path | None = None
+    scontrol_snapshots: Path | None = None  # folder of scontrol-YYYYmmddTHHMMSSZ.txt
+    limits: dict[str, float] = field(default_factory=dict)  # [slurm_limits] keys
+
+
+@dataclass(frozen=True)
+class PrometheusSite:
+    """A Prometheus-compatible API (Prometheus, Thanos, Mimir …) or, for a fixture, an
+    OpenMetrics file (``openmetrics``)."""
+
+    url: str = ""
+    # added to every selector, for a server that holds several clusters: 'cluster="a"'
+    selector: str = ""
+    bearer_token_file: Path | None = None
+    basic_auth_user: str = ""
+    basic_auth_password_file: Path | None = None
+    ca_bundle: Path | None = None
+    insecure: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = 120.0
+    connect_timeout_s: float = 10.0
+    window_budget_s: float = 1800.0
+    retries: int = 3
+    lookback_minutes: float = 60.0
+    scrape_interval_s: float = 0.0  # 0: inferred from the data
+    openmetrics: Path | None = None
+
+
+@dataclass(frozen=True)
+class KueueSite:
+    """Kueue Workloads through the Kubernetes API (``kubeconfig``/``context``), or a kubectl
+    JSON snapshot file (``snapshot``) for a site without API access."""
+
+    kubeconfig: Path | None = None
+    context: str = ""
+    namespace: str = ""  # empty: all namespaces
+    every_minutes: float = 5.0  # the Workload history sensor's interval
+    timeout_s: float = 30.0
+    snapshot: Path | None = None
+
+
+@dataclass(frozen=True)
+class ClusterSite:
+    name: str
+    slurm: SlurmSite | None = None
+    prometheus: PrometheusSite | None = None
+    kueue: KueueSite | None = None
+    # raw node name as a source prints it -> canonical name (gpuledger/nodenames.py)
+    node_aliases: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReferenceSite:
+    """Reference files; each overrides what the sources say (nodes, accounts) or is the only
+    source (identity map, rate card)."""
+
+    nodes: Path | None = None
+    accounts: Path | None = None
+    identity_map: Path | None = None
+    rate_card: Path | None = None
+    # identity field -> kube_namespace_labels label key naming it
+    namespace_labels: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_NAMESPACE_LABELS))
+
+
+@dataclass(frozen=True)
+class ScheduleSite:
+    enabled: bool = True  # schedules and sensors RUNNING by default in a site deployment
+    daily: str = "0 1 * * *"
+    weekly: str = "0 6 * * 1"
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True)
+class Site:
+    path: Path
+    first_day: date
+    db: Path = Path("data/gpuledger.duckdb")
+    reports_dir: Path = Path("reports")
+    gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
+    clusters: tuple[ClusterSite, ...] = ()
+    reference: ReferenceSite = field(default_factory=ReferenceSite)
+    schedules: ScheduleSite = field(default_factory=ScheduleSite)
+
+    def cluster(self, name: str) -> ClusterSite:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        msg = (f"{self.path}: expected a cluster named {name!r}, found "
+               f"{[c.name for c in self.clusters]}")
+        raise SiteError(msg)
+
+    @property
+    def node_aliases(self) -> dict[str, str]:
+        """Every cluster's aliases in one table (node names are unique across a site)."""
+        merged: dict[str, str] = {}
+        for c in self.clusters:
+            merged.update(c.node_aliases)
+        return merged
+
+
+def site_file(explicit: Path | str | None = None) -> Path | None:
+    """The site file in use: ``explicit``, else ``GPULEDGER_CONFIG``, else ``./gpuledger.toml``
+    when it exists; ``None`` when there is none."""
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("GPULEDGER_CONFIG"):
+        return Path(os.environ["GPULEDGER_CONFIG"])
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
+
+
+class _Table:
+    """One TOML table being read: every read key is remembered, the rest are errors."""
+
+    def __init__(self, path: Path, where: str, data: object) -> None:
+        self.path, self.where = path, where
+        if not isinstance(data, dict):
+            self.fail("", "a table", data)
+        self.data: dict = data
+        self.seen: set[str] = set()
+
+    def fail(self, key: str, expected: str, found: object) -> None:
+        name = f"{self.where}.{key}" if key else self.where
+        raise SiteError(f"{self.path}: [{name}]: expected {expected}, found {found!r}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: object, what: str) -> object:
+        self.seen.add(key)
+        if key not in self.data:
+            return default
+        value = self.data[key]
+        if isinstance(value, bool) and kind in (int, float, (int, float)):
+            self.fail(key, what, value)
+        if not isinstance(value, kind):
+            self.fail(key, what, value)
+        return value
+
+    def text(self, key: str, default: str = "") -> str:
+        return str(self.get(key, str, default, "a string"))
+
+    def number(self, key: str, default: float, *, minimum: float = 0.0) -> float:
+        value = float(self.get(key, (int, float), default, "a number"))  # type: ignore[arg-type]
+        if value < minimum:
+            self.fail(key, f"a number of at least {minimum:g}", value)
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        return bool(self.get(key, bool, default, "true or false"))
+
+    def file(self, key: str) -> Path | None:
+        value = self.text(key)
+        if not value:
+            return None
+        path = Path(os.path.expanduser(value))
+        return path if path.is_absolute() else (self.path.parent / path)
+
+    def strings(self, key: str, what: str) -> dict[str, str]:
+        value = self.get(key, dict, {}, what)
+        if not all(isinstance(k, str) and isinstance(v, str) and v.strip()
+                   for k, v in value.items()):  # type: ignore[union-attr]
+            self.fail(key, what, value)
+        return dict(value)  # type: ignore[arg-type]
+
+    def sub(self, key: str) -> "_Table | None":
+        self.seen.add(key)
+        if key not in self.data:
+            return None
+        return _Table(self.path, f"{self.where}.{key}", self.data[key])
+
+    def done(self) -> None:
+        unknown = sorted(set(self.data) - self.seen)
+        if unknown:
+            raise SiteError(f"{self.path}: [{self.where}]: expected only the keys "
+                            f"{sorted(self.seen)}, found {unknown[0]!r}")
+
+
+def _instant(t: _Table, key: str) -> datetime | None:
+    t.seen.add(key)
+    value = t.data.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            t.fail(key, "an ISO 8601 time such as 2026-01-12T00:00:00Z", value)
+    else:
+        t.fail(key, "an ISO 8601 time such as 2026-01-12T00:00:00Z", value)
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
+    return parsed
+
+
+def _slurm(t: _Table) -> SlurmSite:
+    mode = t.text("mode", "sacct")
+    if mode not in SLURM_MODES:
+        t.fail("mode", f"one of {list(SLURM_MODES)}", mode)
+    limits_table = t.get("limits", dict, {}, "a table of limits (max_gpus_per_node = 64, …)")
+    site = SlurmSite(
+        mode=mode, prefix=t.text("prefix"), sacct=t.text("sacct", "sacct") or "sacct",
+        timeout_s=t.number("timeout_s", 300.0, minimum=1.0),
+        lookback_hours=t.number("lookback_hours", 48.0),
+        sreport=t.flag("sreport", True),
+        scontrol_every_minutes=t.number("scontrol_every_minutes", 0.0),
+        dump=t.file("dump"), dump_timezone=t.text("dump_timezone", "UTC") or "UTC",
+        dump_as_of=_instant(t, "dump_as_of"),
+        sreport_utilization=t.file("sreport_utilization"),
+        sreport_accounts=t.file("sreport_accounts"),
+        scontrol_snapshots=t.file("scontrol_snapshots"),
+        limits=dict(limits_table),  # type: ignore[arg-type]
+    )
+    if mode == "dump" and site.dump is None:
+        t.fail("dump", "the path of a sacct dump file when mode = \"dump\"", None)
+    try:  # the limits' own validation ("expected …, found …")
+        from connectors.slurm.sanity import SanityLimits
+        SanityLimits.from_config(site.limits)
+    except ValueError as exc:
+        raise SiteError(f"{t.path}: [{t.where}.limits]: {exc}") from None
+    t.done()
+    return site
+
+
+def _prometheus(t: _Table) -> PrometheusSite:
+    site = PrometheusSite(
+        url=t.text("url").rstrip("/"), selector=t.text("selector").strip(),
+        bearer_token_file=t.file("bearer_token_file"),
+        basic_auth_user=t.text("basic_auth_user"),
+        basic_auth_password_file=t.file("basic_auth_password_file"),
+        ca_bundle=t.file("ca_bundle"), insecure=t.flag("insecure", False),
+        headers=t.strings("headers", "a table of header = \"value\""),
+        timeout_s=t.number("timeout_s", 120.0, minimum=1.0),
+        connect_timeout_s=t.number("connect_timeout_s", 10.0, minimum=0.1),
+        window_budget_s=t.number("window_budget_s", 1800.0, minimum=1.0),
+        retries=int(t.number("retries", 3)),
+        lookback_minutes=t.number("lookback_minutes", 60.0),
+        scrape_interval_s=t.number("scrape_interval_s", 0.0),
+        openmetrics=t.file("openmetrics"),
+    )
+    if bool(site.url) == bool(site.openmetrics):
+        t.fail("url", "exactly one of url (a live server) and openmetrics (a file)",
+               {"url": site.url, "openmetrics": str(site.openmetrics or "")})
+    if site.url and not site.url.startswith(("http://", "https://")):
+        t.fail("url", "an http:// or https:// URL", site.url)
+    if site.selector and ("{" in site.selector or "}" in site.selector):
+        t.fail("selector", "label matchers without braces, such as cluster=\"a\"", site.selector)
+    t.done()
+    return site
+
+
+def _kueue(t: _Table) -> KueueSite:
+    site = KueueSite(
+        kubeconfig=t.file("kubeconfig"), context=t.text("context"),
+        namespace=t.text("namespace"),
+        every_minutes=t.number("every_minutes", 5.0, minimum=0.5),
+        timeout_s=t.number("timeout_s", 30.0, minimum=1.0), snapshot=t.file("snapshot"),
+    )
+    if site.kubeconfig is None and site.snapshot is None:
+        t.fail("kubeconfig", "kubeconfig (API access) or snapshot (a kubectl JSON file)", None)
+    t.done()
+    return site
+
+
+def _cluster(name: str, t: _Table) -> ClusterSite:
+    if not name or set(name) - CLUSTER_NAME_CHARS:
+        t.fail("", "a cluster name of letters, digits, '-', '_' and '.'", name)
+    parts = {key: t.sub(key) for key in ("slurm", "prometheus", "kueue")}
+    cluster = ClusterSite(
+        name=name,
+        slurm=_slurm(parts["slurm"]) if parts["slurm"] else None,
+        prometheus=_prometheus(parts["prometheus"]) if parts["prometheus"] else None,
+        kueue=_kueue(parts["kueue"]) if parts["kueue"] else None,
+        node_aliases=t.strings("node_aliases", "a table of \"raw name\" = \"canonical name\""),
+    )
+    if not (cluster.slurm or cluster.prometheus or cluster.kueue):
+        t.fail("", "at least one source: [slurm], [prometheus] or [kueue]", sorted(t.data))
+    t.done()
+    return cluster
+
+
+def _reference(t: _Table | None) -> ReferenceSite:
+    if t is None:
+        return ReferenceSite()
+    labels = t.strings("namespace_labels", "a table of identity field = \"label key\"")
+    unknown = set(labels) - set(DEFAULT_NAMESPACE_LABELS)
+    if unknown:
+        t.fail("namespace_labels", f"keys among {sorted(DEFAULT_NAMESPACE_LABELS)}",
+               sorted(unknown))
+    site = ReferenceSite(
+        nodes=t.file("nodes"), accounts=t.file("accounts"),
+        identity_map=t.file("identity_map"), rate_card=t.file("rate_card"),
+        namespace_labels=labels or dict(DEFAULT_NAMESPACE_LABELS),
+    )
+    t.done()
+    return site
+
+
+def _schedules(t: _Table | None) -> ScheduleSite:
+    if t is None:
+        return ScheduleSite()
+    site = ScheduleSite(enabled=t.flag("enabled", True), daily=t.text("daily", "0 1 * * *"),
+                        weekly=t.text("weekly", "0 6 * * 1"), timezone=t.text("timezone", "UTC"))
+    for key in ("daily", "weekly"):
+        if len(getattr(site, key).split()) != 5:
+            t.fail(key, "a cron expression of five fields", getattr(site, key))
+    t.done()
+    return site
+
+
+def load_site(path: Path | str) -> Site:
+    """Read and validate a site file (``SiteError`` names the file and key)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SiteError(f"expected a site file at {path}, found none")
+    try:
+        with path.open("rb") as fh:
+            doc = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise SiteError(f"{path}: expected TOML, found a syntax error: {exc}") from None
+    top = _Table(path, "gpuledger", doc.get("gpuledger", {}))
+    unknown_top = sorted(set(doc) - {"gpuledger"})
+    if unknown_top:
+        raise SiteError(f"{path}: expected every setting under [gpuledger], found "
+                        f"[{unknown_top[0]}]")
+    first = top.get("first_day", (date, str), None, "a date such as 2026-01-05")
+    if first is None:
+        top.fail("first_day", "the first UTC day to account, such as 2026-01-05", None)
+    if isinstance(first, str):
+        try:
+            first = date.fromisoformat(first)
+        except ValueError:
+            top.fail("first_day", "a date such as 2026-01-05", first)
+    if isinstance(first, datetime):
+        top.fail("first_day", "a date such as 2026-01-05", first)
+    resources = top.get("gpu_resources", list, list(DEFAULT_GPU_RESOURCES),
+                        "a list of resource names")
+    if not resources or not all(isinstance(r, str) and r for r in resources):  # type: ignore
+        top.fail("gpu_resources", "a list of resource names", resources)
+    clusters_table = top.sub("clusters")
+    if clusters_table is None or not clusters_table.data:
+        top.fail("clusters", "at least one [gpuledger.clusters.<name>] table", None)
+    clusters = []
+    for name in clusters_table.data:  # type: ignore[union-attr]
+        clusters_table.seen.add(name)  # type: ignore[union-attr]
+        clusters.append(_cluster(name, _Table(path, f"gpuledger.clusters.{name}",
+                                              clusters_table.data[name])))  # type: ignore
+    site = Site(
+        path=path, first_day=first,  # type: ignore[arg-type]
+        db=top.file("db") or path.parent / "data" / "gpuledger.duckdb",
+        reports_dir=top.file("reports_dir") or path.parent / "reports",
+        gpu_resources=tuple(dict.fromkeys(resources)),  # type: ignore[arg-type]
+        clusters=tuple(clusters),
+        reference=_reference(top.sub("reference")),
+        schedules=_schedules(top.sub("schedules")),
+    )
+    top.done()
+    return site
+
+
+def with_environment(site: Site) -> Site:
+    """``GPULEDGER_DB`` and ``GPULEDGER_REPORTS`` (or ``GPULEDGER_REPORTS_DIR``) over the file,
+    as for every other setting."""
+    from dataclasses import replace
+    env = os.environ
+    db = env.get("GPULEDGER_DB")
+    reports = env.get("GPULEDGER_REPORTS") or env.get("GPULEDGER_REPORTS_DIR")
+    return replace(site, db=Path(db) if db else site.db,
+                   reports_dir=Path(reports) if reports else site.reports_dir)
