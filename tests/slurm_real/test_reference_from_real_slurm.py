@@ -1,0 +1,72 @@
+"""Node inventory, accounts and identity candidates read from the REAL Slurm of the suite
+(`scontrol -o show node`, `sacctmgr -n -P show assoc format=…`) by `gpuledger import-reference`'s
+library call, through a site file in live mode (tests/services/slurm: a100-01/a100-02 with
+gpu:a100:8, h100-01 with gpu:h100:4, cpu-01 without GPUs; accounts research -> physics,
+ml-research; ops)."""
+
+from pathlib import Path
+
+import pytest
+
+from connectors.slurm.commands import CommandRunner
+from connectors.slurm.sacctmgr import SACCTMGR_ASSOC_COMMAND, parse_sacctmgr_assoc
+from connectors.slurm.scontrol_nodes import SCONTROL_NODES_COMMAND, parse_scontrol_nodes
+from gpuledger.reference_ingest import import_reference
+from gpuledger.site import load_site
+from models.runner import connect
+
+pytestmark = pytest.mark.slurm
+
+
+def test_scontrol_nodes_of_the_real_cluster(real_slurm):
+    text = CommandRunner().run(SCONTROL_NODES_COMMAND, {})
+    frame, rejects = parse_scontrol_nodes(text)
+    assert rejects == [], text
+    got = sorted(frame.select("node", "gpu_model", "gpu_count", "partitions").rows())
+    assert got == [("a100-01", "a100", 8, "gpu"), ("a100-02", "a100", 8, "gpu"),
+                   ("h100-01", "h100", 4, "gpu")], text
+
+
+def test_sacctmgr_associations_of_the_real_cluster(real_slurm):
+    text = CommandRunner().run(SACCTMGR_ASSOC_COMMAND, {})
+    accounts, users, rejects = parse_sacctmgr_assoc(text)
+    assert rejects == [], text
+    tree = dict(accounts.select("account", "parent").rows())
+    assert tree["physics"] == "research"
+    assert tree["ml-research"] == "research"
+    assert tree["ops"] == "root"
+    assert tree["root"] == ""
+    pairs = set(users.select("account", "user").rows())
+    assert {("physics", "alice"), ("ml-research", "alice"), ("ml-research", "bob"),
+            ("ops", "carol")} <= pairs
+    assert set(accounts["cluster"]) == {real_slurm.cluster}
+
+
+def test_import_reference_from_live_slurm_then_rerun_changes_nothing(real_slurm, tmp_path: Path):
+    site_file = tmp_path / "gpuledger.toml"
+    site_file.write_text(
+        '[gpuledger]\nfirst_day = "2026-01-05"\ndb = "ledger.duckdb"\n'
+        f'[gpuledger.clusters.{real_slurm.cluster}.slurm]\nmode = "sacct"\n', encoding="utf-8")
+    site = load_site(site_file)
+    result = import_reference(site, lambda: connect(site.db))
+    assert result.rejects == 0, result.summary()
+    with connect(site.db) as con:
+        inventory = con.execute(
+            "SELECT node, gpu_model, gpu_count, pool, source, valid_to FROM node_inventory "
+            "ORDER BY node").fetchall()
+        nodes = con.execute("SELECT count(*), count(DISTINCT node) FROM nodes").fetchone()
+        candidates = set(con.execute(
+            "SELECT source_kind, key, person, team FROM identity_candidates").fetchall())
+        parent = con.execute(
+            "SELECT parent FROM slurm_accounts WHERE account = 'physics'").fetchone()
+    assert inventory == [("a100-01", "a100", 8, "slurm", "scontrol", None),
+                         ("a100-02", "a100", 8, "slurm", "scontrol", None),
+                         ("h100-01", "h100", 4, "slurm", "scontrol", None)]
+    assert nodes == (20, 3)
+    assert ("slurm_user", "alice", "alice", "") in candidates
+    assert ("slurm_account", "physics", "", "physics") in candidates
+    assert parent == ("research",)
+    again = import_reference(site, lambda: connect(site.db))
+    assert "0 row(s) opened, 0 closed" in again.summary()
+    with connect(site.db) as con:
+        assert con.execute("SELECT count(*) FROM node_inventory").fetchone() == (3,)
