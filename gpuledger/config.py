@@ -1,9 +1,19 @@
-"""Settings: command-line flags over environment variables over a TOML file over defaults."""
+"""Settings: command-line flags over environment variables over a TOML file over defaults.
+
+The TOML file is a site file (``docs/site-file.md``: it has ``[gpuledger.clusters.<name>]``
+tables, validated by ``gpuledger.site.load_site``) or, for older set-ups, flat ``[gpuledger]``
+keys (``sacct_prefix``, ``prometheus_url``, ``cluster``, ``slurm_limits``, …). From a site file
+the settings are read off the ``Site`` (``Settings.site``), so the two never disagree.
+"""
 
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuledger.site import Site
 
 DEFAULT_DB = Path("data/gpuledger.duckdb")
 DEFAULT_CONFIG = Path("gpuledger.toml")
@@ -40,6 +50,8 @@ class Settings:
     # a DRA workload's GPUs go under the logical name of Kueue's deviceClassMappings
     gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
     extra: dict[str, object] = field(default_factory=dict)
+    # the validated site file, when the TOML file is one (db and reports_dir as settled here)
+    site: "Site | None" = None
 
 
 def _coerce(name: str, value: object) -> object:
@@ -71,20 +83,61 @@ def _gpu_resources(value: object) -> tuple[str, ...]:
     return names
 
 
+def is_site_document(doc: dict) -> bool:
+    """A site file has ``[gpuledger.clusters]``; a flat settings file has not."""
+    table = doc.get("gpuledger", doc)
+    return isinstance(table, dict) and "clusters" in table
+
+
+def _site_values(site: "Site") -> tuple[dict[str, object], dict[str, object]]:
+    """Settings values and ``extra`` keys a site file gives (paths already resolved by it)."""
+    limits: dict[str, object] = {}
+    for c in site.clusters:  # per-cluster commands use their own; this is the merged view
+        if c.slurm is not None:
+            limits.update(c.slurm.limits)
+    values: dict[str, object] = {
+        "db": site.db, "reports_dir": site.reports_dir, "sample_data": site.path.parent,
+        "gpu_resources": site.gpu_resources, "node_aliases": site.node_aliases,
+        "identity_map": site.reference.identity_map, "rate_card": site.reference.rate_card,
+    }
+    extra: dict[str, object] = {"slurm_limits": limits} if limits else {}
+    if len(site.clusters) == 1:  # one cluster: the flat keys' meaning is unambiguous
+        only = site.clusters[0]
+        extra["cluster"] = only.name
+        if only.slurm is not None:
+            values["sacct_prefix"] = only.slurm.prefix
+        if only.prometheus is not None:
+            values["prometheus_url"] = only.prometheus.url
+    return values, extra
+
+
 def load_settings(config_file: Path | None = None, **overrides: object) -> Settings:
-    """Build settings: defaults, then the TOML file, then environment, then ``overrides``."""
+    """Build settings: defaults, then the TOML file, then environment, then ``overrides``.
+
+    A site file is validated whole (``gpuledger.site.SiteError``, a ``ValueError``)."""
     values: dict[str, object] = {}
-    path = config_file or Path(os.environ.get("GPULEDGER_CONFIG", DEFAULT_CONFIG))
-    known = {f.name for f in fields(Settings)} - {"extra"}
+    path = config_file or Path(os.environ.get("GPULEDGER_CONFIG") or DEFAULT_CONFIG)
+    known = {f.name for f in fields(Settings)} - {"extra", "site"}
     extra: dict[str, object] = {}
+    site = None
     if path.is_file():
         with path.open("rb") as fh:
-            doc = tomllib.load(fh)
-        for key, value in doc.get("gpuledger", doc).items():
-            if key in known:
-                values[key] = _coerce(key, value)
-            else:
-                extra[key] = value
+            try:
+                doc = tomllib.load(fh)
+            except tomllib.TOMLDecodeError as exc:
+                msg = f"{path}: expected TOML, found a syntax error: {exc}"
+                raise ValueError(msg) from None
+        if is_site_document(doc):
+            from gpuledger.site import load_site  # site.py imports this module
+
+            site = load_site(path)
+            values, extra = _site_values(site)
+        else:
+            for key, value in doc.get("gpuledger", doc).items():
+                if key in known:
+                    values[key] = _coerce(key, value)
+                else:
+                    extra[key] = value
     elif config_file is not None:
         msg = f"expected a config file at {config_file}, found none"
         raise FileNotFoundError(msg)
@@ -94,4 +147,8 @@ def load_settings(config_file: Path | None = None, **overrides: object) -> Setti
     for key, value in overrides.items():
         if value is not None:
             values[key] = _coerce(key, value)
-    return replace(Settings(), **values, extra=extra)
+    settings = replace(Settings(), **values, extra=extra)
+    if site is not None:  # env and flags settle db and reports_dir for both
+        settings = replace(settings, site=replace(site, db=settings.db,
+                                                  reports_dir=settings.reports_dir))
+    return settings

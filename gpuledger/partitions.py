@@ -1,34 +1,33 @@
-"""Daily partition keys covered by a world's window: `python -m gpuledger.partitions DIR`.
+"""The site's daily partition keys: `python -m gpuledger.partitions [SITEFILE]`.
 
-Prints ``--partition YYYY-MM-DD`` arguments for `python -m pipelines.materialize`.
+Prints ``--partition YYYY-MM-DD`` arguments for `python -m pipelines.materialize`, one per day
+``gpuledger.site_days.accounted_days`` gives (first_day to the last day of data). Without an
+argument the site file is ``GPULEDGER_CONFIG``, else ``./gpuledger.toml``.
 """
 
 import sys
-from datetime import date, datetime, timedelta
 from pathlib import Path
 
-from gpuledger.service import read_world
+from gpuledger.site import SiteError, load_site, site_file
+from gpuledger.site_days import accounted_days
 
 
-def window_days(world: dict[str, object]) -> list[date]:
-    """UTC days touched by the world's half-open window ``[start, end)``."""
-    window = world.get("window", world)
-    if not isinstance(window, dict) or "start" not in window or "end" not in window:
-        msg = f"expected world.json with window start and end, found keys {sorted(world)}"
-        raise ValueError(msg)
-    start = datetime.fromisoformat(str(window["start"]).replace("Z", "+00:00"))
-    end = datetime.fromisoformat(str(window["end"]).replace("Z", "+00:00"))
-    days = []
-    day = start.date()
-    while datetime.combine(day, datetime.min.time(), start.tzinfo) < end:
-        days.append(day)
-        day += timedelta(days=1)
-    return days
+def partition_args(path: Path) -> str:
+    return " ".join(f"--partition {d.isoformat()}" for d in accounted_days(load_site(path)))
 
 
-def main() -> int:
-    world_dir = Path(sys.argv[1] if len(sys.argv) > 1 else "sample_data")
-    print(" ".join(f"--partition {d.isoformat()}" for d in window_days(read_world(world_dir))))
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    path = site_file(argv[0] if argv else None)
+    if path is None:
+        print("gpuledger.partitions: error: expected a site file argument (or GPULEDGER_CONFIG, "
+              "or ./gpuledger.toml), found none", file=sys.stderr)
+        return 1
+    try:
+        print(partition_args(path))
+    except SiteError as exc:
+        print(f"gpuledger.partitions: error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

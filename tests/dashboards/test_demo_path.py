@@ -1,14 +1,14 @@
 """What `make demo` does, on the committed sample world: materialize every Dagster asset, then
 the dashboard shows the sample world's numbers (equal to the ledger and to the world's truth)."""
 
-import json
 from pathlib import Path
 
 import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from gpuledger.partitions import window_days
+from gpuledger.site import load_site
+from gpuledger.site_days import accounted_days
 from models.runner import read_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +27,7 @@ def demo_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
     from pipelines.materialize import materialize_all
 
-    world = json.loads((SAMPLE / "world.json").read_text(encoding="utf-8"))
-    keys = [d.isoformat() for d in window_days(world)]
+    keys = [d.isoformat() for d in accounted_days(load_site(SAMPLE / "gpuledger.toml"))]
     assert materialize_all(keys)
     yield db
     patch.undo()

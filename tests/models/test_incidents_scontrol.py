@@ -256,6 +256,12 @@ def test_load_world_picks_up_the_world_s_scontrol_snapshots(tmp_path, capsys):
                  "rate_card.csv"):
         (world / name).write_bytes((sample / name).read_bytes())
     (world / "kueue" / "workloads.json").write_text('{"apiVersion": "v1", "items": []}')
+    (world / "gpuledger.toml").write_text(  # the site file load-world reads (docs/site-file.md)
+        '[gpuledger]\nfirst_day = "2026-01-05"\n[gpuledger.reference]\nnodes = "nodes.csv"\n'
+        'identity_map = "identity_map.csv"\naccounts = "accounts.csv"\n'
+        'rate_card = "rate_card.csv"\n[gpuledger.clusters.gpulab.slurm]\n'
+        'scontrol_snapshots = "slurm"\n[gpuledger.clusters.gpulab.kueue]\n'
+        'snapshot = "kueue/workloads.json"\n', encoding="utf-8")
     for minute in (0, 1):
         (world / "slurm" / f"scontrol-0{minute}.txt").write_text(
             _job_block(901, _at(8), _at(9, minute), "1,3", 2), encoding="utf-8")
