@@ -166,7 +166,8 @@ class _Table:
 
     def fail(self, key: str, expected: str, found: object) -> None:
         name = f"{self.where}.{key}" if key else self.where
-        raise SiteError(f"{self.path}: [{name}]: expected {expected}, found {found!r}")
+        msg = f"{self.path}: [{name}]: expected {expected}, found {found!r}"
+        raise SiteError(msg)
 
     def get(self, key: str, kind: type | tuple[type, ...], default: object, what: str) -> object:
         self.seen.add(key)
@@ -195,7 +196,7 @@ class _Table:
         value = self.text(key)
         if not value:
             return None
-        path = Path(os.path.expanduser(value))
+        path = Path(value).expanduser()
         return path if path.is_absolute() else (self.path.parent / path)
 
     def strings(self, key: str, what: str) -> dict[str, str]:
@@ -214,8 +215,11 @@ class _Table:
     def done(self) -> None:
         unknown = sorted(set(self.data) - self.seen)
         if unknown:
-            raise SiteError(f"{self.path}: [{self.where}]: expected only the keys "
-                            f"{sorted(self.seen)}, found {unknown[0]!r}")
+            msg = (
+                f"{self.path}: [{self.where}]: expected only the keys "
+                            f"{sorted(self.seen)}, found {unknown[0]!r}"
+            )
+            raise SiteError(msg)
 
 
 def _instant(t: _Table, key: str) -> datetime | None:
@@ -261,7 +265,8 @@ def _slurm(t: _Table) -> SlurmSite:
         from connectors.slurm.sanity import SanityLimits
         SanityLimits.from_config(site.limits)
     except ValueError as exc:
-        raise SiteError(f"{t.path}: [{t.where}.limits]: {exc}") from None
+        msg = f"{t.path}: [{t.where}.limits]: {exc}"
+        raise SiteError(msg) from None
     t.done()
     return site
 
@@ -287,7 +292,10 @@ def _prometheus(t: _Table) -> PrometheusSite:
                {"url": site.url, "openmetrics": str(site.openmetrics or "")})
     if site.url and not site.url.startswith(("http://", "https://")):
         t.fail("url", "an http:// or https:// URL", site.url)
-    if site.selector and ("{" in site.selector or "}" in site.selector):
+    from connectors.kubernetes.prometheus import check_matchers  # what the client will add
+    try:
+        check_matchers(site.selector)
+    except ValueError:
         t.fail("selector", "label matchers without braces, such as cluster=\"a\"", site.selector)
     t.done()
     return site
@@ -356,17 +364,22 @@ def load_site(path: Path | str) -> Site:
     """Read and validate a site file (``SiteError`` names the file and key)."""
     path = Path(path)
     if not path.is_file():
-        raise SiteError(f"expected a site file at {path}, found none")
+        msg = f"expected a site file at {path}, found none"
+        raise SiteError(msg)
     try:
         with path.open("rb") as fh:
             doc = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
-        raise SiteError(f"{path}: expected TOML, found a syntax error: {exc}") from None
+        msg = f"{path}: expected TOML, found a syntax error: {exc}"
+        raise SiteError(msg) from None
     top = _Table(path, "gpuledger", doc.get("gpuledger", {}))
     unknown_top = sorted(set(doc) - {"gpuledger"})
     if unknown_top:
-        raise SiteError(f"{path}: expected every setting under [gpuledger], found "
-                        f"[{unknown_top[0]}]")
+        msg = (
+            f"{path}: expected every setting under [gpuledger], found "
+                        f"[{unknown_top[0]}]"
+        )
+        raise SiteError(msg)
     first = top.get("first_day", (date, str), None, "a date such as 2026-01-05")
     if first is None:
         top.fail("first_day", "the first UTC day to account, such as 2026-01-05", None)
@@ -409,5 +422,9 @@ def with_environment(site: Site) -> Site:
     env = os.environ
     db = env.get("GPULEDGER_DB")
     reports = env.get("GPULEDGER_REPORTS") or env.get("GPULEDGER_REPORTS_DIR")
+    # GPULEDGER_GPU_RESOURCES: comma-separated, as the README's settings table says
+    resources = tuple(dict.fromkeys(
+        r.strip() for r in env.get("GPULEDGER_GPU_RESOURCES", "").split(",") if r.strip()))
     return replace(site, db=Path(db) if db else site.db,
-                   reports_dir=Path(reports) if reports else site.reports_dir)
+                   reports_dir=Path(reports) if reports else site.reports_dir,
+                   gpu_resources=resources or site.gpu_resources)

@@ -17,4 +17,9 @@ fi
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[dev]"
+# The duckdb CLI ($VENV/bin/duckdb, README "Querying while the pipeline writes") must be the same
+# DuckDB as the Python package, or it may refuse the ledger file: pin it to the installed version
+# (constraints.txt pins it too, so a drift between the two pins fails here, loudly).
+DUCKDB_VERSION="$("$VENV/bin/python" -c 'import duckdb; print(duckdb.__version__)')"
+"$VENV/bin/python" -m pip install -q -c constraints.txt "duckdb-cli==$DUCKDB_VERSION"
 echo "installed into $VENV" >&2
