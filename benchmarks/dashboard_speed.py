@@ -4,7 +4,7 @@
 
 The ledger (cached under ``benchmarks/out/``, see :func:`build_ledger`):
 
-1. ``gpuledger simulate`` one ISO week of a 1,000-GPU hybrid cluster (``SIM_ARGS``: 136 nodes,
+1. ``python -m simulator`` one ISO week of a 1,000-GPU hybrid cluster (``SIM_ARGS``: 136 nodes,
    Slurm, Kubernetes/Kueue and shared pools, Prometheus metrics every 10 minutes);
 2. ``gpuledger load-world`` and ``gpuledger build`` of that week (the real ingest and model);
 3. the week's ledger tiled to ``--weeks`` weeks (default 52): every table with a time column gets
@@ -147,7 +147,7 @@ def _base_week(world: Path, base: Path, *, rebuild: bool) -> dict:
         return json.loads(meta_path.read_text())
     gpuledger = [sys.executable, "-m", "gpuledger.cli"]
     shutil.rmtree(world, ignore_errors=True)
-    meta = {"simulate_s": _run([sys.executable, "-m", "gpuledger.simulate", *SIM_ARGS,
+    meta = {"simulate_s": _run([sys.executable, "-m", "simulator", *SIM_ARGS,
                                 "--quiet", "--out", str(world)], "the simulation")}
     for stale in (base, base.with_name(f"{base.stem}.serving.duckdb")):
         stale.unlink(missing_ok=True)
@@ -360,7 +360,7 @@ def report(renders: list[Render], meta: dict, repeat: int, load_before: str,
         f"- Versions: {_versions()}.",
         f"- Load average (1/5/15 min) before: {load_before}; after: {load_after} (other jobs "
         "shared the cores).",
-        f"- Ledger: `gpuledger simulate {' '.join(SIM_ARGS)}` ({meta['gpus']:,} GPUs on "
+        f"- Ledger: `python -m simulator {' '.join(SIM_ARGS)}` ({meta['gpus']:,} GPUs on "
         f"{meta['nodes']} nodes), loaded and built by `gpuledger load-world` and `gpuledger "
         f"build`, then tiled to {meta['weeks']} weeks ({meta['days'][0]} .. {meta['days'][1]}) "
         "with times shifted a week per copy and run keys, pod uids, source keys and incident ids "

@@ -2,7 +2,7 @@
 
     python -m benchmarks.run detector_quality [--seeds 2 3 4] [--days 7] [--rebuild] [--no-write]
 
-For each seed (never 1, the demo's): ``gpuledger simulate`` (default 60 s scrape interval, metrics
+For each seed (never 1, the demo's): ``python -m simulator`` (default 60 s scrape interval, metrics
 gzipped), ``gpuledger load-world`` and ``gpuledger build`` into a fresh ledger, then the built
 ``incidents`` are matched against the world's ``truth/incidents.csv``.
 
@@ -202,7 +202,7 @@ def world_dir(seed: int, days: int) -> Path:
 
 def simulate_world(seed: int, days: int, *, rebuild: bool = False) -> tuple[Path, float]:
     """The simulated world of ``seed`` (cached under benchmarks/out/), and the seconds spent."""
-    from gpuledger.simulate import SimConfig, simulate
+    from simulator import SimConfig, simulate
 
     folder = world_dir(seed, days)
     if not rebuild and (folder / "truth" / "incidents.csv").is_file():
@@ -292,7 +292,7 @@ def report(runs: list[SeedRun], days: int, load_before: str, load_after: str) ->
         f"- Machine: {results.cores()} cores ({results.cpu_model()}), "
         f"{results.memory_gib() or 0:.0f} GiB RAM; Python {platform.python_version()}. "
         f"Load average before: {load_before}; after: {load_after}.",
-        f"- Worlds: `gpuledger simulate --seed N --days {days} --gzip-metrics` (default nodes "
+        f"- Worlds: `python -m simulator --seed N --days {days} --gzip-metrics` (default nodes "
         "hpc=6,k8s=4,shared=2, 60 s scrape interval, irregularities on), seeds "
         f"{', '.join(str(r.seed) for r in runs)} (the demo's seed 1 is not used); each loaded "
         "with `gpuledger load-world` and built with `gpuledger build` into a fresh ledger.",

@@ -3,7 +3,7 @@
     python -m benchmarks.prometheus_read [--repeat N] [--rebuild] [--no-write]
     python -m benchmarks.run prometheus_read [--repeat N]
 
-The world (``gpuledger simulate``, see ``SIM_ARGS``: 16 nodes x 8 GPUs, 7 days, 30 s scrapes) and
+The world (``python -m simulator``, see ``SIM_ARGS``: 16 nodes x 8 GPUs, 7 days, 30 s scrapes) and
 its TSDB are built once and cached under ``benchmarks/out/``; the TSDB is served by a Prometheus
 started with ``tests/services/prometheus/start-prom.sh`` on a free 127.0.0.1 port and stopped
 with ``stop-prom.sh`` at the end (also on error, Ctrl-C or SIGTERM).
@@ -103,7 +103,7 @@ def build_world(*, rebuild: bool = False) -> tuple[Path, dict]:
     shutil.rmtree(tmp, ignore_errors=True)
     t = time.perf_counter()
     print(f"simulating {' '.join(SIM_ARGS)} (a few minutes) ...", flush=True)
-    subprocess.run([sys.executable, "-m", "gpuledger.simulate", *SIM_ARGS, "--gzip-metrics",
+    subprocess.run([sys.executable, "-m", "simulator", *SIM_ARGS, "--gzip-metrics",
                     "--quiet", "--out", str(tmp)], check=True)  # fmt: skip
     world = json.loads((tmp / "world.json").read_text())
     nodes = (tmp / "nodes.csv").read_text().splitlines()[1:]
@@ -456,7 +456,7 @@ def report(runs: dict[str, list[Measure]], meta: dict, server: Server, load_befo
         "the start of each measurement: " + ", ".join(
             f"{k} {min(m.load1 for m in ms):.2f}–{max(m.load1 for m in ms):.2f}"
             for k, ms in runs.items()) + " (other jobs shared the 2 cores).",
-        f"- World: `gpuledger simulate {' '.join(SIM_ARGS)} --gzip-metrics` → {meta['nodes']} "
+        f"- World: `python -m simulator {' '.join(SIM_ARGS)} --gzip-metrics` → {meta['nodes']} "
         f"nodes, **{meta['gpus']} GPUs**, {meta['metric_samples']:,} samples in the OpenMetrics "
         f"file ({meta['om_gz_bytes'] / 1e6:,.0f} MB gzip), backfilled by `start-prom.sh` into "
         f"a {tsdb_bytes / 1e6:,.0f} MB TSDB; week {WEEK_START:%Y-%m-%d} .. {WEEK_END:%Y-%m-%d} "

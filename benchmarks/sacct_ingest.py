@@ -64,7 +64,7 @@ def _simulated_base(rebuild: bool) -> Path:
     base = folder / "sacct" / "sacct-unitsep-epoch.txt"
     if rebuild or not base.is_file():
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "gpuledger.simulate", *SIM_ARGS, "--no-metrics",
+        subprocess.run([sys.executable, "-m", "simulator", *SIM_ARGS, "--no-metrics",
                         "--quiet", "--out", str(folder)], check=True)  # fmt: skip
         print(f"simulated {folder} in {time.perf_counter() - t:.0f} s", flush=True)
     return base

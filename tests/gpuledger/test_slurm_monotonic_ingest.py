@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import connectors.slurm.parse as parse_module
+import connectors.slurm.sacct_stream as stream_module
 from gpuledger import slurm_ingest
 from models.runner import connect
 from tests.connectors.slurm.dumps import T0, alloc, dump, step
@@ -71,11 +71,11 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 def load_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both load paths: batch by batch (small batches) and the whole-dump parse."""
     if request.param == "streamed":
-        monkeypatch.setattr(parse_module, "STREAM_BATCH_BYTES", 600)
+        monkeypatch.setattr(stream_module, "STREAM_BATCH_BYTES", 600)
     else:
         def not_streamable(*args: object, **kw: object):
-            raise slurm_ingest._NotStreamable
-        monkeypatch.setattr(slurm_ingest, "_stream_sacct_file", not_streamable)
+            raise slurm_ingest.NotStreamable
+        monkeypatch.setattr(slurm_ingest, "stream_sacct_file", not_streamable)
     return str(request.param)
 
 

@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-import connectors.slurm.parse as parse_module
-from connectors.slurm.parse import iter_sacct_batches, parse_sacct
+import connectors.slurm.sacct_stream as stream_module
+from connectors.slurm.parse import SacctFormatError, iter_sacct_batches, parse_sacct
 from gpuledger import slurm_ingest
 from models.runner import connect
 from tests.connectors.slurm.dumps import T0, US, alloc, dump, step
@@ -75,7 +75,7 @@ def _whole(con: duckdb.DuckDBPyConnection, path: Path, **kw: object) -> slurm_in
 def _both(tmp_path: Path, texts: list[str], monkeypatch: pytest.MonkeyPatch,
           batch_bytes: int = 700) -> tuple[dict, dict, list, list]:  # fmt: skip
     """Load ``texts`` one after the other, streamed and whole; the tables and loads of each."""
-    monkeypatch.setattr(parse_module, "STREAM_BATCH_BYTES", batch_bytes)
+    monkeypatch.setattr(stream_module, "STREAM_BATCH_BYTES", batch_bytes)
     paths = []
     for i, text in enumerate(texts):
         p = tmp_path / f"dump{i}.txt"
@@ -147,7 +147,7 @@ def test_batches_are_whole_jobs(tmp_path: Path):
 def test_batches_grow_from_a_small_first_batch(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch):  # fmt: skip
     # the first batch is small (a loader starts sooner) and each next one doubles to the target
-    monkeypatch.setattr(parse_module, "FIRST_STREAM_BATCH_BYTES", 300)
+    monkeypatch.setattr(stream_module, "FIRST_STREAM_BATCH_BYTES", 300)
     path = tmp_path / "d.txt"
     path.write_text(_mixed_dump(), encoding="utf-8")
     batches = list(iter_sacct_batches(path, source_file="d", batch_bytes=4_000))
@@ -164,7 +164,7 @@ def test_running_runs_are_charged_to_the_dumps_latest_instant(
 ):
     # into a fresh ledger a run still going is held back and appended last: its observed_until is
     # the latest instant of the whole dump, also when that comes in a later batch
-    monkeypatch.setattr(parse_module, "STREAM_BATCH_BYTES", 700)
+    monkeypatch.setattr(stream_module, "STREAM_BATCH_BYTES", 700)
     running = alloc(JobID="7", JobIDRaw="7", State="RUNNING", End="Unknown")
     rows = [*_job(1), running, step(running, "batch"), *_job(2), *_job(3000)]
     path = tmp_path / "d.txt"
@@ -190,7 +190,7 @@ def test_reingest_over_a_ledger_with_rows(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_running_runs_keep_the_longest_observed_until(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch):  # fmt: skip
-    monkeypatch.setattr(parse_module, "STREAM_BATCH_BYTES", 700)
+    monkeypatch.setattr(stream_module, "STREAM_BATCH_BYTES", 700)
     running = alloc(JobID="7", JobIDRaw="7", State="RUNNING", End="Unknown")
     late = [*_job(1), running, step(running, "batch"), *_job(2)]
     path = tmp_path / "d.txt"
@@ -240,7 +240,7 @@ def test_settings_are_restored_also_when_the_load_fails(tmp_path: Path):
         before = con.execute("SELECT current_setting('threads'), "
                              "current_setting('write_buffer_row_group_memory_limit')").fetchone()
         slurm_ingest.import_sacct_file(con, good)
-        with pytest.raises(parse_module.SacctFormatError):
+        with pytest.raises(SacctFormatError):
             slurm_ingest.import_sacct_file(con, bad)
         after = con.execute("SELECT current_setting('threads'), "
                             "current_setting('write_buffer_row_group_memory_limit')").fetchone()

@@ -16,9 +16,9 @@ import duckdb
 import pytest
 
 from gpuledger.cli import main
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
 from models.runner import snapshot_path
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
 from tests.helpers import INVOICE_DIFFERS_FROM_LEDGER
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.simulate import SimConfig, SimSummary, simulate
+from simulator import SimConfig, SimSummary, simulate
 
 # two days from Monday 2026-01-05 with a 5-minute scrape interval keeps the suite fast
 TEST_CONFIG = SimConfig(seed=7, days=2, step_seconds=300)

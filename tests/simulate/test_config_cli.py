@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.simulate import NodeCounts, SimConfig
-from gpuledger.simulate.cli_args import main
+from simulator import NodeCounts, SimConfig
+from simulator.cli_args import main
 
 
 def test_node_counts_parse():

@@ -1,8 +1,8 @@
 import hashlib
 from pathlib import Path
 
-from gpuledger.simulate.cli_args import main
-from gpuledger.simulate.engine import is_output_file
+from simulator.cli_args import main
+from simulator.engine import is_output_file
 from tests.simulate.conftest import TEST_ARGS
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.simulate import NodeCounts, SimConfig, simulate
-from gpuledger.simulate.config import HOUR
-from gpuledger.simulate.openmetrics import scrape_offsets
-from gpuledger.simulate.scrape_shapes import KSM_POD, KUEUE_POD
+from simulator import NodeCounts, SimConfig, simulate
+from simulator.config import HOUR
+from simulator.openmetrics import scrape_offsets
+from simulator.scrape_shapes import KSM_POD, KUEUE_POD
 from tests.prometheus_real.conftest import prometheus_scrape, prometheus_tools  # noqa: F401
 from tests.prometheus_real.scrape import (
     dcgm_exporter,

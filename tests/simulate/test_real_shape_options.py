@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.simulate import NodeCounts, SimConfig, simulate
-from gpuledger.simulate.cli_args import REAL_SHAPES, add_arguments, config_from_args, main
-from gpuledger.simulate.config import NODE_DOMAIN
-from gpuledger.simulate.pod_shapes import CLUSTER_QUEUE_LABEL, LOCAL_QUEUE_LABEL
-from gpuledger.simulate.scrape_shapes import KSM_POD, KUEUE_POD
+from simulator import NodeCounts, SimConfig, simulate
+from simulator.cli_args import REAL_SHAPES, add_arguments, config_from_args, main
+from simulator.config import NODE_DOMAIN
+from simulator.pod_shapes import CLUSTER_QUEUE_LABEL, LOCAL_QUEUE_LABEL
+from simulator.scrape_shapes import KSM_POD, KUEUE_POD
 
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+) (\d+)$")
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -549,6 +549,6 @@ def test_a_real_shapes_world_is_reproduced_by_its_recorded_command(tmp_path: Pat
     again = tmp_path / "again"
     out = command.index("--out")
     command[out + 1] = str(again)
-    assert main([*command[2:], "--quiet"]) == 0
+    assert main([*command[3:], "--quiet"]) == 0
     assert digests(first) == digests(again)
     assert "prometheus/metrics.om" in digests(first)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from connectors.slurm.fields import SACCT_FIELDS, UNIT_SEPARATOR
-from gpuledger.simulate.sacct_writer import CLASSIC_FIELDS
+from simulator.sacct_writer import CLASSIC_FIELDS
 
 STEP_SUFFIX = re.compile(r"\.(batch|extern|\d+)$")
 ISO_LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.simulate.cli_args import main
+from simulator.cli_args import main
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 
@@ -24,8 +24,8 @@ def test_sample_data_matches_its_command(tmp_path: Path):
     command = json.loads(world.read_text(encoding="utf-8"))["command"]
     readme = (SAMPLE / "README.md").read_text(encoding="utf-8")
     documented = next(line for line in readme.splitlines()
-                      if line.startswith("gpuledger simulate "))
-    args = shlex.split(documented)[2:]
+                      if line.startswith("python -m simulator "))
+    args = shlex.split(documented)[3:]
     out = args.index("--out")
     assert args[out + 1] == "sample_data"
     args[out + 1] = str(tmp_path / "sample_data")

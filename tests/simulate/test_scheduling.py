@@ -3,8 +3,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gpuledger.simulate.config import DAY, HOUR, SimConfig
-from gpuledger.simulate.scheduling import (
+from simulator.config import DAY, HOUR, SimConfig
+from simulator.scheduling import (
     MAX_WAIT,
     NoPlacement,
     View,
@@ -13,8 +13,8 @@ from gpuledger.simulate.scheduling import (
     shared_owner,
     window_end,
 )
-from gpuledger.simulate.timefmt import compress_hostlist, elapsed
-from gpuledger.simulate.world import build_nodes
+from simulator.timefmt import compress_hostlist, elapsed
+from simulator.world import build_nodes
 
 MONDAY = int(datetime(2026, 1, 5, tzinfo=UTC).timestamp())
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from connectors.slurm.scontrol import parse_scontrol_jobs
-from gpuledger.simulate.config import DAY
+from simulator.config import DAY
 from tests.simulate.conftest import TEST_CONFIG, read_csv
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"

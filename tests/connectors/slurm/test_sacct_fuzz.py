@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-import connectors.slurm.parse as parse_module
+import connectors.slurm.sacct_stream as stream_module
 from connectors.errors import SourceError
 from connectors.slurm.header import SacctFormatError
 from connectors.slurm.parse import iter_sacct_batches, parse_sacct
@@ -261,7 +261,7 @@ def test_the_streamed_load_equals_the_whole_dump_load(first, second, as_of: bool
     now = AS_OF + timedelta(days=30)  # the time of the import, when no --as-of is given
     what = "the dump's --as-of time" if as_of else "the time of the import (no --as-of given)"
     with tempfile.TemporaryDirectory() as folder, \
-            mock.patch.object(parse_module, "STREAM_BATCH_BYTES", 500), \
+            mock.patch.object(stream_module, "STREAM_BATCH_BYTES", 500), \
             mock.patch.object(slurm_ingest, "_now", return_value=now):
         paths = []
         for i, (text, _, _) in enumerate((first, second)):
