@@ -138,8 +138,10 @@ def load_settings(config_file: Path | None = None, **overrides: object) -> Setti
                     values[key] = _coerce(key, value)
                 else:
                     extra[key] = value
-    elif config_file is not None:
-        msg = f"expected a config file at {config_file}, found none"
+    elif config_file is not None or os.environ.get("GPULEDGER_CONFIG"):
+        # a file someone named must exist: silently running on defaults would write elsewhere
+        named = "--config" if config_file is not None else "GPULEDGER_CONFIG"
+        msg = f"expected a config file at {path} ({named}), found none"
         raise FileNotFoundError(msg)
     for env, attr in ENVIRONMENT.items():
         if os.environ.get(env):

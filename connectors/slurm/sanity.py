@@ -29,7 +29,7 @@ time_in_future    Submit, Start, End        the time is later than the observati
 ================  ========================  ==================================================
 
 ``gpus_per_node`` and the per-node split. sacct keeps only a run's total; the ledger splits it
-evenly over the run's nodes (:func:`connectors.slurm.parse.allocations_per_node`). On nodes of
+evenly over the run's nodes (:func:`connectors.slurm.node_split.allocations_per_node`). On nodes of
 one size a run fits exactly when its even split fits every node. On nodes of different sizes
 the even split of a real run can exceed its smaller node (12 GPUs on an 8- and a 4-GPU node:
 6 and 6, where Slurm gave 8 and 4): the run is real and its total is right, so the rule compares
