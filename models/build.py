@@ -146,8 +146,27 @@ def _period_bounds(first_day: date, last_day: date, kind: str) -> tuple[date, da
     return start, following
 
 
-def build_chargeback(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date) -> int:
-    """Rebuild the invoice lines of every day, ISO week and month touching the given days."""
+def create_rate_choice(con: duckdb.DuckDBPyConnection, keys_select: str,
+                       params: dict[str, object] | None = None) -> None:  # fmt: skip
+    """Temp table ``rate_choice``: the rate of each (day, domain, gpu_model, qos) that
+    ``keys_select`` gives, by the one rate precedence (``rate_for_allocation.sql``) that the
+    invoice lines and the incidents' cost both use."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE rate_keys AS {keys_select}", params or {})
+    con.execute(f"CREATE OR REPLACE TEMP TABLE rate_choice AS {load_sql('rate_for_allocation')}")
+
+
+def build_chargeback(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date, *,
+                     run: str | None = None) -> int:  # fmt: skip
+    """Rebuild the invoice lines of every day, ISO week and month touching the given days, and
+    settle what late data changed in closed weeks as adjustment lines of the next open week
+    (``models/closing.py``; ``run`` names who rebuilt, kept on new adjustment lines)."""
+    from models.closing import settle_adjustments  # closing reads the lines built here
+
+    bounds = [_period_bounds(first_day, last_day, kind) for kind in ("day", "week", "month")]
+    create_rate_choice(
+        con, "SELECT day, domain, gpu_model, qos FROM allocations "
+        "WHERE day >= $first AND day < $end",
+        {"first": min(b[0] for b in bounds), "end": max(b[1] for b in bounds)})
     rows = 0
     with transaction(con):
         for kind in ("day", "week", "month"):
@@ -164,4 +183,7 @@ def build_chargeback(con: duckdb.DuckDBPyConnection, first_day: date, last_day: 
                 "SELECT count(*) FROM chargeback_periods WHERE period_kind = ? "
                 "AND period_start >= ? AND period_start < ?", [kind, start, end],
             ).fetchone()[0]
+        settle_adjustments(con, run=run)
+    for temp in ("rate_choice", "rate_keys"):
+        con.execute(f"DROP TABLE IF EXISTS {temp}")
     return rows

@@ -6,9 +6,11 @@ model (``models/sql/detect_*.sql``) run into a temp table; ``detect_incidents.sq
 one layout with their cost. The write is a partition-scoped delete+insert in one transaction, so
 re-building a day changes nothing when its inputs did not change.
 
-An incident belongs to the UTC day it started on. The detectors read one day more on each side
-of the days built: an incident that began the day before is recognised as such (and left to that
-day's build), and one running on past the last day is seen whole up to a day later.
+An incident belongs to the UTC day it started on. A build of days ``[first, last]`` also
+rebuilds the day before ``first`` (and any earlier day whose incidents were still open when
+``first`` began), so an incident crossing midnight is rebuilt whole when the next day lands:
+its duration, GPU-seconds and cost come from both days' data, in one row under its start day.
+The detectors read one day more on each side of the days rebuilt.
 """
 
 import re
@@ -18,13 +20,18 @@ from datetime import date, datetime, time, timedelta
 import duckdb
 
 from models import load_sql
-from models.build import create_staging_view
+from models.build import create_rate_choice, create_staging_view
 from models.runner import transaction
 
 DEFAULT_IDLE_THRESHOLD = 0.05  # busy fraction strictly below this is idle
 DEFAULT_IDLE_MIN_MINUTES = 30  # shorter idle periods (warm-ups, pauses) are no incident
 DEFAULT_GANG_GRACE_SECONDS = 300  # Kueue's default waitForPodsReady timeout: normal start-up
 MARGIN = timedelta(days=1)
+# An incident of an earlier day that ended this close to the first day's midnight was still open
+# when its day's data ended (cut there): it is rebuilt with the next day. Looking back further
+# than CARRY_DAYS would rescan weeks on every daily build; longer incidents are cut there.
+CARRY_SLACK = timedelta(hours=1)
+CARRY_DAYS = 14
 KINDS = ("double_scheduled", "partial_gang", "idle_allocation")
 
 # temp table -> the model that fills it, in the order they run (later ones read earlier ones)
@@ -76,6 +83,17 @@ def scrape_tolerance(con: duckdb.DuckDBPyConnection, start: datetime, end: datet
     return int(value)
 
 
+def carry_first_day(con: duckdb.DuckDBPyConnection, first_day: date) -> date:
+    """The first day a build starting on ``first_day`` rebuilds: the day before, or the start
+    day of an earlier incident still open at ``first_day``'s midnight (at most CARRY_DAYS)."""
+    midnight = datetime.combine(first_day, time())
+    earliest = con.execute(
+        "SELECT min(day) FROM incidents WHERE day < ? AND day >= ? AND end_ts >= ?",
+        [first_day - MARGIN, first_day - timedelta(days=CARRY_DAYS),
+         midnight - CARRY_SLACK]).fetchone()[0]
+    return min(first_day - MARGIN, earliest) if earliest else first_day - MARGIN
+
+
 def _check(idle_threshold: float, idle_min_minutes: float, gang_grace_seconds: float) -> None:
     if not 0 < idle_threshold <= 1:
         msg = f"expected an idle threshold in (0, 1], found {idle_threshold}"
@@ -98,11 +116,13 @@ def build_incidents(
     gang_grace_seconds: float = DEFAULT_GANG_GRACE_SECONDS,
     tolerance_seconds: int | None = None,
 ) -> IncidentsBuilt:
-    """Rebuild ``incidents`` and ``bridge_pairs`` for the UTC days ``first_day`` .. ``last_day``.
+    """Rebuild ``incidents`` and ``bridge_pairs`` for the UTC days ``first_day`` .. ``last_day``
+    and for the days before whose incidents may continue into them (:func:`carry_first_day`).
 
     ``tolerance_seconds`` defaults to the Kubernetes scrape interval of the data.
     """
     _check(idle_threshold, idle_min_minutes, gang_grace_seconds)
+    asked_first, first_day = first_day, carry_first_day(con, first_day)  # made whole
     scan_first, scan_last = first_day - MARGIN, last_day + MARGIN
     scan_start = datetime.combine(scan_first, time())
     scan_end = datetime.combine(scan_last + timedelta(days=1), time())
@@ -120,17 +140,21 @@ def build_incidents(
     create_staging_view(con)  # bridge_pairs reads the pods' uncut intervals
     for temp, model in DETECTORS:
         _run(con, f"CREATE OR REPLACE TEMP TABLE {temp} AS {load_sql(model)}", values)
+    create_rate_choice(con, " UNION ALL ".join(
+        f"SELECT CAST(start_ts AS DATE) AS day, rate_domain AS domain, gpu_model, qos FROM {t}"
+        for t in ("det_double", "det_gang", "det_idle")))
     with transaction(con):
         con.execute("DELETE FROM incidents WHERE day >= ? AND day <= ?", [first_day, last_day])
         _run(con, f"INSERT INTO incidents BY NAME {load_sql('detect_incidents')}", values)
         con.execute("DELETE FROM bridge_pairs WHERE day >= ? AND day <= ?",
                     [first_day, last_day])
         _run(con, f"INSERT INTO bridge_pairs BY NAME {load_sql('bridge_pairs')}", values)
+        # what the days asked for hold (the days before were only made whole)
         by_kind = dict(con.execute(
             "SELECT kind, count(*) FROM incidents WHERE day >= ? AND day <= ? GROUP BY kind",
-            [first_day, last_day]).fetchall())
+            [asked_first, last_day]).fetchall())
         pairs = con.execute("SELECT count(*) FROM bridge_pairs WHERE day >= ? AND day <= ?",
-                            [first_day, last_day]).fetchone()[0]
-    for temp, _ in DETECTORS:
+                            [asked_first, last_day]).fetchone()[0]
+    for temp in (*(t for t, _ in DETECTORS), "rate_choice", "rate_keys"):
         con.execute(f"DROP TABLE IF EXISTS {temp}")
     return IncidentsBuilt({k: by_kind.get(k, 0) for k in KINDS}, pairs, tolerance_seconds)

@@ -30,6 +30,11 @@ class WeekData:
     incidents: tuple[Row, ...] | None
     # GPU-seconds per raw key (user, account, namespace, ...) whose owner is unattributed
     unattributed_keys: tuple[Row, ...] = ()
+    # adjustment lines the week carries (late data for closed weeks), and their columns
+    adjustments: tuple[Row, ...] = ()
+    adjustment_columns: tuple[str, ...] = ()
+    # the week's latest close (closed_periods row), None while it is open
+    close: Row | None = None
 
 
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> tuple[str, ...] | None:
@@ -61,8 +66,28 @@ def read_week(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> WeekData:
                f"exclusive), found none: build that week first (`gpuledger build --start "
                f"{week.monday} --end {week.end}`) or pick a week with data")
         raise EmptyWeekError(msg)
+    adjustment_columns = table_columns(con, "invoice_adjustments") or ()
     return WeekData(week, columns, lines, read_incidents(con, week),
-                    read_unattributed_keys(con, week))
+                    read_unattributed_keys(con, week), read_adjustments(con, week),
+                    adjustment_columns, read_close(con, week))
+
+
+def read_adjustments(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> tuple[Row, ...]:
+    """The adjustment lines the week carries, oldest original week first."""
+    if table_columns(con, "invoice_adjustments") is None:  # a snapshot from before closing
+        return ()
+    order = ", ".join(LINE_ORDER)
+    return _rows(con.execute(
+        "SELECT * FROM invoice_adjustments WHERE period = ? "
+        f"ORDER BY original_period, {order} NULLS FIRST", [week.name]))
+
+
+def read_close(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> Row | None:
+    if table_columns(con, "closed_periods") is None:
+        return None
+    rows = _rows(con.execute("SELECT * FROM closed_periods WHERE period = ? "
+                             "ORDER BY revision DESC LIMIT 1", [week.name]))
+    return rows[0] if rows else None
 
 
 RAW_KEYS = ("slurm_user", "slurm_account", "k8s_namespace", "k8s_service_account",

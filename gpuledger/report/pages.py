@@ -267,3 +267,38 @@ def lines_table(columns: Sequence[str], lines: Sequence[Row]) -> str:
     body = "".join("<tr>" + "".join(cell(line.get(c)) for c in shown) + "</tr>" for line in lines)
     return (f'<div class="wide"><table id="lines"><thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table></div>")
+
+
+def adjustments_section(adjustments: Sequence[Row], close: Row | None, csv_name: str) -> str:
+    """Whether the week is closed (frozen as issued), and the adjustment lines it carries: what
+    late data changed in closed weeks, with the week, reason and run."""
+    parts = []
+    if close is not None:
+        parts.append(
+            f'<p class="note" id="closed">This week is closed: its invoice lines are frozen as '
+            f"issued on {esc(close['closed_at'])} UTC by {esc(close['closed_by'])} (revision "
+            f"{esc(close['revision'])}, {esc(close['reason'])}; checksum "
+            f"{esc(str(close['checksum'])[:12])}). Late data for it is adjusted in the next open "
+            "week.</p>")
+    parts.append("<h2>Adjustments (late data for closed weeks)</h2>")
+    if not adjustments:
+        parts.append('<p id="no-adjustments">No adjustment: no closed week changed after its '
+                     "close.</p>")
+        return "".join(parts)
+    by_currency: dict[str, Decimal] = {}
+    for row in adjustments:
+        if row.get("amount") is not None:
+            currency = str(row.get("currency") or "")
+            by_currency[currency] = by_currency.get(currency, Decimal(0)) + row["amount"]
+    shown = ("original_period", "cost_centre", "team", "person", "domain", "gpu_model",
+             "rate_per_gpu_hour", "gpu_hours", "amount", "currency", "reason", "run_id")
+    head = "".join(f"<th>{esc(c)}</th>" for c in shown)
+    body = "".join("<tr>" + "".join(cell(row.get(c)) for c in shown) + "</tr>"
+                   for row in adjustments)
+    parts.append(
+        f"<p>{len(adjustments)} adjustment lines, {esc(money(by_currency))} in all "
+        f'(<a href="{esc(csv_name)}">{esc(csv_name)}</a>): the rebuilt lines of a closed week '
+        "minus its frozen lines, billed here; the closed invoices stay as issued.</p>"
+        f'<div class="wide"><table id="adjustments"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>")
+    return "".join(parts)

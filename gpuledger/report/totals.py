@@ -10,7 +10,11 @@ from decimal import Decimal
 
 from gpuledger.report.lines import USAGE_COLUMNS, Row
 
-UNATTRIBUTED = "unattributed"
+# one meaning of "unattributed", shared with the dashboards' Chargeback page
+from models.attribution import UNATTRIBUTED, is_incomplete, is_unattributed
+
+__all__ = ["UNATTRIBUTED", "Totals", "column", "group", "is_incomplete", "is_unattributed",
+           "total"]
 
 
 @dataclass
@@ -69,13 +73,3 @@ def group(lines: Iterable[Row], key: Callable[[Row], str]) -> list[Totals]:
 def column(name: str) -> Callable[[Row], str]:
     """A grouping key reading one column (NULL as an empty label)."""
     return lambda line: "" if line.get(name) is None else str(line[name])
-
-
-def is_unattributed(line: Row) -> bool:
-    """No cost centre resolved: nobody can be billed for the line."""
-    return line.get("cost_centre") == UNATTRIBUTED
-
-
-def is_incomplete(line: Row) -> bool:
-    """Billed to a cost centre, but its team or person is unresolved."""
-    return not is_unattributed(line) and UNATTRIBUTED in (line.get("team"), line.get("person"))

@@ -17,6 +17,7 @@ from gpuledger.report.weeks import IsoWeek, parse_iso_week
 
 SUMMARY = "summary.html"
 LINES_CSV = "invoice-lines.csv"
+ADJUSTMENTS_CSV = "adjustments.csv"
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class WeeklyReport:
     unpriced_lines: int
     cost_centres: int
     incidents: int | None  # None: the ledger has no incidents table
+    adjustments: int = 0  # adjustment lines the week carries (late data for closed weeks)
+    closed: bool = False  # the week's invoice lines are frozen (closed_periods)
 
     @property
     def gpu_hours(self) -> Decimal:
@@ -42,7 +45,8 @@ class WeeklyReport:
         return (f"weekly report {self.week}: {self.lines} invoice lines, {self.cost_centres} cost "
                 f"centres, {pages.hours(self.gpu_hours)} GPU-hours, {pages.money(self.amounts)}; "
                 f"unattributed {pages.hours(Decimal(self.unattributed_gpu_seconds) / 3600)} "
-                f"GPU-hours ({pages.money(self.unattributed_amounts)}); {incidents} "
+                f"GPU-hours ({pages.money(self.unattributed_amounts)}); {incidents}; "
+                f"{self.adjustments} adjustment lines{'; closed' if self.closed else ''} "
                 f"-> {self.folder}")
 
 
@@ -54,12 +58,13 @@ def write_weekly_report(con: duckdb.DuckDBPyConnection, week: IsoWeek | str, out
     when = generated_at or datetime.now(UTC).replace(tzinfo=None)
     centres = sorted({str(line["cost_centre"]) for line in data.lines})
     slug = slugs(centres)
-    files = [SUMMARY, LINES_CSV]
+    files = [SUMMARY, LINES_CSV, ADJUSTMENTS_CSV]
     for centre in centres:
         files += [f"cost-centre-{slug[centre]}.html", f"invoice-lines-{slug[centre]}.csv"]
 
     def fill(folder: Path) -> None:
         write_csv(folder / LINES_CSV, data.columns, data.lines)
+        write_csv(folder / ADJUSTMENTS_CSV, data.adjustment_columns, data.adjustments)
         write_text(folder / SUMMARY, summary_page(data, slug, when))
         for centre in centres:
             mine = [line for line in data.lines if str(line["cost_centre"]) == centre]
@@ -78,6 +83,7 @@ def write_weekly_report(con: duckdb.DuckDBPyConnection, week: IsoWeek | str, out
         unattributed_amounts=unattributed.amounts, unpriced_lines=overall.unpriced_lines,
         cost_centres=len(centres),
         incidents=None if data.incidents is None else len(data.incidents),
+        adjustments=len(data.adjustments), closed=data.close is not None,
     )
 
 
@@ -115,11 +121,14 @@ def summary_page(data: WeekData, slug: dict[str, str], when: datetime) -> str:
         "<h2>By GPU model</h2>",
         pages.totals_table("by-gpu-model", "GPU model", by_model, overall, usage),
         pages.hours_chart("GPU-hours by domain and GPU model", by_domain_model, usage),
+        pages.adjustments_section(data.adjustments, data.close, ADJUSTMENTS_CSV),
         pages.unattributed_section(data.unattributed_keys),
         pages.incidents_section(data.incidents, "in the cluster"),
         "<h2>Files</h2>",
         f'<p><a href="{LINES_CSV}">{LINES_CSV}</a>: every invoice line of the week, exactly as '
-        "in the ledger's chargeback table. Per cost centre:</p>",
+        "in the ledger's chargeback table (a closed week's frozen lines); "
+        f'<a href="{ADJUSTMENTS_CSV}">{ADJUSTMENTS_CSV}</a>: the adjustment lines the week '
+        "carries. Per cost centre:</p>",
         f"<ul>{links}</ul>",
     ]
     return pages.page(f"gpuledger weekly chargeback {data.week}", body)
@@ -148,6 +157,9 @@ def cost_centre_page(data: WeekData, centre: str, lines: list, own_slug: str,
                            overall, usage),
         pages.hours_chart("GPU-hours by person",
                           group(lines, lambda r: f"{r['team']} · {r['person']}"), usage),
+        pages.adjustments_section(
+            [a for a in data.adjustments if str(a.get("cost_centre")) == centre], data.close,
+            ADJUSTMENTS_CSV),
         pages.unattributed_section(
             [k for k in data.unattributed_keys if str(k.get("cost_centre")) == centre]),
         pages.incidents_section(incidents, "involving this cost centre"),

@@ -3,9 +3,9 @@
 --   A rate change inside a period gives two lines (one per rate), so every line has one rate.
 -- Parameters: $period_kind ('day' | 'week' | 'month'), $first_day, $end_day (DATE, half-open:
 --   the days of allocations that are priced; the runner passes whole periods).
--- Rate choice per allocation day: rate_card rows for the GPU model valid that day whose domain
---   and qos are empty (any) or equal; the most specific wins (domain over qos over neither), then
---   the latest valid_from. An allocation with no rate keeps rate and amount null (flagged).
+-- Rate per allocation day: the temp table rate_choice (rate_for_allocation.sql over the
+--   (day, domain, gpu_model, qos) keys of these allocations), the one rate precedence that the
+--   incidents' cost uses too. An allocation with no rate keeps rate and amount null (flagged).
 -- amount = gpu_seconds x rate / 3600, exact, rounded half up to cents once per line.
 -- Busy and idle are shown beside the charge, never priced: measured_gpu_hours = the allocated
 --   GPU-hours dcgm-exporter covered (allocation_usage_hourly of the same allocations rows; 0 where
@@ -33,30 +33,12 @@ charged AS (
     WHERE a.day >= $first_day AND a.day < $end_day
 ),
 
-candidates AS (
-    SELECT
-        c.day, c.domain, c.source_key, c.node, c.start_ts,
-        r.rate_per_gpu_hour, r.currency, r.valid_from AS rate_valid_from,
-        row_number() OVER (
-            PARTITION BY c.day, c.domain, c.source_key, c.node, c.start_ts
-            ORDER BY (r.domain <> '')::INT * 2 + (r.qos <> '')::INT DESC,
-                     r.valid_from DESC NULLS LAST
-        ) AS preference
-    FROM charged AS c
-    INNER JOIN rate_card AS r
-        ON r.gpu_model = c.gpu_model
-        AND (r.domain = '' OR r.domain = c.domain)
-        AND (r.qos = '' OR r.qos = coalesce(c.qos, ''))
-        AND (r.valid_from IS NULL OR r.valid_from <= c.day)
-        AND (r.valid_to IS NULL OR c.day < r.valid_to)
-),
-
 priced AS (
-    SELECT c.*, p.rate_per_gpu_hour, p.currency, p.rate_valid_from
+    SELECT c.*, r.rate_per_gpu_hour, r.currency, r.rate_valid_from
     FROM charged AS c
-    LEFT JOIN candidates AS p
-        ON p.preference = 1 AND p.day = c.day AND p.domain = c.domain
-        AND p.source_key = c.source_key AND p.node = c.node AND p.start_ts = c.start_ts
+    LEFT JOIN rate_choice AS r
+        ON r.day = c.day AND r.domain = c.domain AND r.gpu_model IS NOT DISTINCT FROM c.gpu_model
+        AND r.qos = coalesce(c.qos, '')
 ),
 
 periods AS (

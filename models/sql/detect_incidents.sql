@@ -4,12 +4,12 @@
 --   crossing midnight stays one row, filed under the day it started).
 -- Parameters: $first_day, $last_day (DATE, inclusive). Reads the temp tables det_double
 --   (detect_double_scheduled.sql), det_gang (detect_partial_gang.sql), det_idle
---   (detect_idle.sql), all in one candidate layout, and rate_card.
+--   (detect_idle.sql), all in one candidate layout, and rate_choice.
 -- cost = gpu_seconds x the rate per GPU-hour / 3600, rounded to cents once per incident. The rate
---   is the one the chargeback uses (chargeback.sql) for the allocation the incident charges
---   (rate_domain, gpu_model, qos) on the incident's day: the most specific valid rate_card row
---   (domain and QOS over domain over neither), then the latest valid_from. No valid rate: cost
---   and currency stay null (flagged, never priced at zero).
+--   is the one the chargeback uses for the allocation the incident charges (rate_domain,
+--   gpu_model, qos) on the incident's day: the temp table rate_choice, made by
+--   rate_for_allocation.sql (the one rate precedence) over those keys. No valid rate: cost and
+--   currency stay null (flagged, never priced at zero).
 -- incident_id: kind and an md5 of what identifies the incident (its allocations and, for gangs,
 --   the attempt), so re-building gives the same ids.
 WITH candidates AS (
@@ -25,23 +25,6 @@ in_range AS (
     FROM candidates
     WHERE CAST(start_ts AS DATE) >= $first_day AND CAST(start_ts AS DATE) <= $last_day
       AND gpu_seconds > 0
-),
-
-rates AS (
-    SELECT
-        c.identity_key, c.kind, r.rate_per_gpu_hour, r.currency,
-        row_number() OVER (
-            PARTITION BY c.kind, c.identity_key
-            ORDER BY (r.domain <> '')::INT * 2 + (r.qos <> '')::INT DESC,
-                     r.valid_from DESC NULLS LAST
-        ) AS preference
-    FROM in_range AS c
-    INNER JOIN rate_card AS r
-        ON r.gpu_model = c.gpu_model
-        AND (r.domain = '' OR r.domain = c.rate_domain)
-        AND (r.qos = '' OR r.qos = coalesce(c.qos, ''))
-        AND (r.valid_from IS NULL OR r.valid_from <= c.day)
-        AND (r.valid_to IS NULL OR c.day < r.valid_to)
 )
 
 SELECT
@@ -75,5 +58,6 @@ SELECT
     c.detail,
     c.evidence
 FROM in_range AS c
-LEFT JOIN rates AS r
-    ON r.preference = 1 AND r.kind = c.kind AND r.identity_key = c.identity_key
+LEFT JOIN rate_choice AS r
+    ON r.day = c.day AND r.domain = c.rate_domain
+    AND r.gpu_model IS NOT DISTINCT FROM c.gpu_model AND r.qos = coalesce(c.qos, '')

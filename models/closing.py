@@ -1,0 +1,305 @@
+"""Closed periods: the weekly close freezes a week's invoice lines; late data becomes adjustments.
+
+Closing an ISO week copies its week and day lines (``chargeback_periods``) to
+``frozen_invoice_lines`` and records the close in ``closed_periods`` (who, which run, a checksum).
+From then on the week's invoice (views ``invoice_lines``, ``chargeback``) is the frozen lines.
+The ledger keeps being rebuilt from the sources: when late data (a runaway job fixed in slurmdbd,
+a late scrape) changes a closed week's lines, :func:`settle_adjustments` (run by every
+``build_chargeback``) writes the difference as ``invoice_adjustments`` lines carried by the next
+open week, so
+
+    ledger lines of a closed week - its frozen lines == its adjustments (all carrying weeks).
+
+An explicit re-close (``close_week(..., reclose=True, reason=...)``) replaces the frozen lines
+with the ledger's and records who and why. Rules: docs/accounting.md "Closed periods and
+adjustments".
+"""
+
+import getpass
+import hashlib
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import duckdb
+
+from models.runner import transaction, unfinished_builds
+from models.schema import (
+    CHARGEBACK,
+    CLOSED_PERIODS,
+    FROZEN_INVOICE_LINES,
+    INVOICE_ADJUSTMENTS,
+)
+
+LINE_KEY = ("cost_centre", "team", "person", "domain", "gpu_model", "rate_valid_from",
+            "rate_per_gpu_hour", "currency")
+REASON = "late data for closed week {week}"
+
+
+@dataclass(frozen=True)
+class ClosedWeek:
+    """One close of a week, as recorded in ``closed_periods``."""
+
+    period: str
+    revision: int
+    closed_at: datetime
+    closed_by: str
+    run_id: str
+    reason: str
+    lines: int
+    gpu_seconds: int
+    amount: Decimal
+    checksum: str
+
+    def summary(self) -> str:
+        verb = "closed" if self.revision == 1 else f"re-closed (revision {self.revision})"
+        return (f"week {self.period} {verb} at {self.closed_at:%Y-%m-%d %H:%M:%S} UTC by "
+                f"{self.closed_by} (run {self.run_id}): {self.lines} lines frozen, "
+                f"{self.gpu_seconds / 3600:.6f} GPU-hours, amount {self.amount}, "
+                f"checksum {self.checksum[:12]}")
+
+
+def default_actor() -> str:
+    """Who closes when nobody says: the OS user and host."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid {os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _week_name(monday: date) -> str:
+    year, week, _ = monday.isocalendar()
+    return f"{year:04d}-W{week:02d}"
+
+
+def _monday(period: str) -> date:
+    year, week = period.split("-W")
+    return date.fromisocalendar(int(year), int(week), 1)
+
+
+def current_close(con: duckdb.DuckDBPyConnection, period: str) -> ClosedWeek | None:
+    """The latest close of ``period`` (``YYYY-Www``), or None while it is open."""
+    row = con.execute(
+        "SELECT period, revision, closed_at, closed_by, run_id, reason, lines, gpu_seconds, "
+        f"amount, checksum FROM {CLOSED_PERIODS.name} WHERE period = ? "
+        "ORDER BY revision DESC LIMIT 1", [period]).fetchone()
+    return None if row is None else ClosedWeek(*row)
+
+
+def closed_weeks(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [r[0] for r in con.execute(
+        f"SELECT DISTINCT period FROM {CLOSED_PERIODS.name} ORDER BY period").fetchall()]
+
+
+def next_open_week(closed: set[str], period: str) -> tuple[str, date]:
+    """The first week after ``period`` that is not closed: where its adjustments land."""
+    monday = _monday(period) + timedelta(days=7)
+    while _week_name(monday) in closed:
+        monday += timedelta(days=7)
+    return _week_name(monday), monday
+
+
+def _checksum(con: duckdb.DuckDBPyConnection, period: str, revision: int) -> str:
+    """sha256 of the frozen lines of one close and of the adjustment lines the week carries."""
+    columns = ", ".join(f'"{c}"' for c in CHARGEBACK.column_names)
+    adjustment_columns = ", ".join(
+        f'"{c}"' for c in INVOICE_ADJUSTMENTS.column_names if c not in ("run_id", "created_at"))
+    digest = hashlib.sha256()
+    for row in con.execute(
+            f"SELECT {columns} FROM {FROZEN_INVOICE_LINES.name} WHERE closed_period = ? "
+            "AND revision = ? ORDER BY ALL", [period, revision]).fetchall():
+        digest.update(("L|" + "|".join("" if v is None else str(v) for v in row) + "\n").encode())
+    for row in con.execute(
+            f"SELECT {adjustment_columns} FROM {INVOICE_ADJUSTMENTS.name} WHERE period = ? "
+            "ORDER BY ALL", [period]).fetchall():
+        digest.update(("A|" + "|".join("" if v is None else str(v) for v in row) + "\n").encode())
+    return digest.hexdigest()
+
+
+def changed_closes(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str]]:
+    """Closed weeks whose frozen lines (or carried adjustments) no longer give the checksum
+    recorded at their close: ``(period, recorded, found)``; none on an untouched ledger."""
+    found = []
+    for period in closed_weeks(con):
+        close = current_close(con, period)
+        assert close is not None
+        now = _checksum(con, period, close.revision)
+        if now != close.checksum:
+            found.append((period, close.checksum, now))
+    return found
+
+
+def _settle_sql(carry: list[tuple[str, date, str, date]]) -> tuple[str, list[object]]:
+    """The outstanding difference per closed week and line key, with the week carrying it."""
+    key = ", ".join(LINE_KEY)
+    values = ", ".join("(?, ?, ?, ?)" for _ in carry)
+    params: list[object] = [v for row in carry for v in row]
+    sql = f"""
+    WITH carry(original_period, original_period_start, period, period_start) AS (
+        VALUES {values}
+    ),
+    latest AS (
+        SELECT period, max(revision) AS revision FROM {CLOSED_PERIODS.name} GROUP BY period
+    ),
+    parts AS (
+        -- + the ledger's week lines, - the frozen week lines, - what closed weeks already carry
+        SELECT c.period AS original_period, {key}, gpu_seconds, amount
+        FROM chargeback_periods AS c
+        WHERE c.period_kind = 'week' AND c.period IN (SELECT original_period FROM carry)
+        UNION ALL
+        SELECT f.closed_period, {key}, -gpu_seconds, -amount
+        FROM {FROZEN_INVOICE_LINES.name} AS f
+        INNER JOIN latest AS l ON l.period = f.closed_period AND l.revision = f.revision
+        WHERE f.period_kind = 'week'
+        UNION ALL
+        SELECT a.original_period, {key}, -gpu_seconds, -amount
+        FROM {INVOICE_ADJUSTMENTS.name} AS a
+        WHERE a.period IN (SELECT period FROM latest)
+    ),
+    outstanding AS (
+        SELECT original_period, {key}, sum(gpu_seconds)::BIGINT AS gpu_seconds,
+               sum(amount) AS amount
+        FROM parts GROUP BY ALL
+        HAVING sum(gpu_seconds) <> 0 OR coalesce(sum(amount), 0) <> 0
+    )
+    SELECT
+        y.period, y.period_start, o.original_period, y.original_period_start,
+        o.{", o.".join(LINE_KEY)},
+        o.gpu_seconds, CAST(round(o.gpu_seconds / 3600, 6) AS DECIMAL(18, 6)) AS gpu_hours,
+        CAST(o.amount AS DECIMAL(18, 2)) AS amount,
+        replace('{REASON}', '{{week}}', o.original_period) AS reason
+    FROM outstanding AS o
+    INNER JOIN carry AS y ON y.original_period = o.original_period
+    """
+    return sql, params
+
+
+def settle_adjustments(con: duckdb.DuckDBPyConnection, *, run: str | None = None) -> int:
+    """Make the open weeks' adjustment lines equal what late data changed in closed weeks.
+
+    For each closed week and invoice line key: the ledger's week line minus the frozen line
+    minus the adjustments closed weeks already carry is outstanding, carried by the next open
+    week. Lines already carried with the same figures are kept as they are (their run and time
+    stay), so a rebuild with unchanged inputs changes nothing. Joins the caller's transaction.
+    Returns the open adjustment lines.
+    """
+    closed = closed_weeks(con)
+    if not closed:
+        return 0
+    closed_set = set(closed)
+    carry = [(week, _monday(week), *next_open_week(closed_set, week)) for week in closed]
+    sql, params = _settle_sql(carry)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE adj_outstanding AS {sql}", params)
+    same = (" AND ".join(f"a.{k} IS NOT DISTINCT FROM o.{k}" for k in LINE_KEY)
+            + " AND a.period = o.period "
+            "AND a.original_period = o.original_period AND a.gpu_seconds = o.gpu_seconds "
+            "AND a.amount IS NOT DISTINCT FROM o.amount")
+    open_filter = f"a.period NOT IN (SELECT period FROM {CLOSED_PERIODS.name})"
+    con.execute(
+        f"DELETE FROM {INVOICE_ADJUSTMENTS.name} AS a WHERE {open_filter} "
+        f"AND NOT EXISTS (SELECT 1 FROM adj_outstanding AS o WHERE {same})")
+    now = datetime.now(UTC).replace(tzinfo=None)
+    columns = ", ".join(c for c in INVOICE_ADJUSTMENTS.column_names
+                        if c not in ("run_id", "created_at"))
+    con.execute(
+        f"INSERT INTO {INVOICE_ADJUSTMENTS.name} BY NAME SELECT {columns}, "
+        "$run AS run_id, $now AS created_at FROM adj_outstanding AS o "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {INVOICE_ADJUSTMENTS.name} AS a WHERE {same})",
+        {"run": run or f"build pid {os.getpid()} on {socket.gethostname()}", "now": now})
+    con.execute("DROP TABLE IF EXISTS adj_outstanding")
+    return con.execute(
+        f"SELECT count(*) FROM {INVOICE_ADJUSTMENTS.name} AS a WHERE {open_filter}"
+    ).fetchone()[0]
+
+
+def close_week(
+    con: duckdb.DuckDBPyConnection,
+    period: str,
+    *,
+    closed_by: str | None = None,
+    run_id: str | None = None,
+    reclose: bool = False,
+    reason: str = "",
+    now: datetime | None = None,
+) -> ClosedWeek:
+    """Freeze the invoice lines of the ISO week ``period`` (``YYYY-Www``) as the ledger has
+    them now (rebuilt first), or, with ``reclose``, replace a closed week's frozen lines,
+    recording ``reason``. The week must have ended (``now``, default the clock) and have lines.
+    """
+    from gpuledger.report.weeks import parse_iso_week  # one spelling of weeks
+    from models.build import build_chargeback
+
+    week = parse_iso_week(period)
+    monday, end = week.monday, week.end
+    now = now or datetime.now(UTC).replace(tzinfo=None)
+    if datetime.combine(end, datetime.min.time()) > now:
+        msg = (f"expected a week that has ended, found {week} ending {end} 00:00 UTC "
+               f"(now {now:%Y-%m-%d %H:%M:%S} UTC): close it on or after {end}")
+        raise ValueError(msg)
+    existing = current_close(con, week.name)
+    if existing is not None and not reclose:
+        msg = (f"expected an open week to close, found {week} closed at "
+               f"{existing.closed_at:%Y-%m-%d %H:%M:%S} UTC by {existing.closed_by} (revision "
+               f"{existing.revision}); late data lands as adjustments in the next open week, or "
+               f"re-close it: gpuledger close-week {week} --reclose --reason \"...\"")
+        raise ValueError(msg)
+    if reclose and existing is None:
+        msg = f"expected a closed week to re-close, found {week} open: close it without --reclose"
+        raise ValueError(msg)
+    if reclose and not reason.strip():
+        msg = f"expected a reason for re-closing {week} (--reason \"...\"), found none"
+        raise ValueError(msg)
+    for first, last, started, pid, host in unfinished_builds(con):
+        if first < end and last >= monday:
+            msg = (f"expected a finished build of {week}, found a build of {first} .. {last} "
+                   f"started at {started:%Y-%m-%d %H:%M:%S} UTC (pid {pid} on {host}) that did "
+                   f"not finish: run `gpuledger build --start {first}` first")
+            raise ValueError(msg)
+    if reclose:
+        carried = con.execute(
+            f"SELECT period, count(*) FROM {INVOICE_ADJUSTMENTS.name} WHERE original_period = ? "
+            f"AND period IN (SELECT period FROM {CLOSED_PERIODS.name}) GROUP BY period "
+            "ORDER BY period", [week.name]).fetchall()
+        if carried:
+            listed = ", ".join(f"{n} in {p}" for p, n in carried)
+            msg = (f"expected no adjustment of {week} already invoiced by a closed week, found "
+                   f"{listed}: a re-close would charge that difference twice")
+            raise ValueError(msg)
+    closed_by = closed_by or default_actor()
+    run_id = run_id or f"close-week pid {os.getpid()} on {socket.gethostname()}"
+    build_chargeback(con, monday, end - timedelta(days=1), run=run_id)
+    revision = 1 if existing is None else existing.revision + 1
+    columns = ", ".join(f'"{c}"' for c in CHARGEBACK.column_names)
+    with transaction(con):
+        lines, gpu_seconds, amount = con.execute(
+            "SELECT count(*), coalesce(sum(gpu_seconds), 0)::BIGINT, coalesce(sum(amount), 0) "
+            "FROM chargeback_periods WHERE period_kind = 'week' AND period = ?",
+            [week.name]).fetchone()
+        if lines == 0:
+            msg = (f"expected invoice lines for week {week} ({monday} .. {end}, end exclusive) "
+                   f"to close, found none: build that week first (`gpuledger build --start "
+                   f"{monday} --end {end}`)")
+            raise ValueError(msg)
+        if reclose:  # the new lines take in what was still outstanding
+            con.execute(f"DELETE FROM {INVOICE_ADJUSTMENTS.name} WHERE original_period = ?",
+                        [week.name])
+        con.execute(
+            f"INSERT INTO {FROZEN_INVOICE_LINES.name} (closed_period, revision, {columns}) "
+            f"SELECT ?, ?, {columns} FROM chargeback_periods WHERE period_kind IN ('day', 'week') "
+            "AND period_start >= ? AND period_start < ?", [week.name, revision, monday, end])
+        con.execute(
+            f"INSERT INTO {CLOSED_PERIODS.name} BY NAME SELECT ? AS period, ? AS period_start, "
+            "? AS period_end, ? AS revision, ? AS closed_at, ? AS closed_by, ? AS run_id, "
+            "? AS reason, ? AS lines, ? AS gpu_seconds, ? AS amount, '' AS checksum",
+            [week.name, monday, end, revision, now, closed_by, run_id,
+             reason.strip() or "weekly close", lines, gpu_seconds, amount])
+        # the adjustments of earlier weeks this week carried are frozen with it from now on
+        checksum = _checksum(con, week.name, revision)
+        con.execute(f"UPDATE {CLOSED_PERIODS.name} SET checksum = ? WHERE period = ? "
+                    "AND revision = ?", [checksum, week.name, revision])
+    close = current_close(con, week.name)
+    assert close is not None
+    return close
