@@ -8,8 +8,8 @@ import streamlit as st
 
 from dashboards import charts, data, exports
 from dashboards.common import day_range_picker, freshness_line, hours, money
+from models import attribution
 
-UNATTRIBUTED = "unattributed"
 LEVELS = {
     "cost centre": ["cost_centre"],
     "team": ["cost_centre", "team"],
@@ -87,10 +87,10 @@ if lines.is_empty():
 # lines without a rate have no amount (a sum over none of them would show "0.00" of no currency)
 priced = lines.filter(pl.col("amount").is_not_null())
 amounts = priced.group_by("currency").agg(pl.col("amount").sum()).sort("currency")
-unattributed = lines.filter(
-    (pl.col("person") == UNATTRIBUTED) | (pl.col("cost_centre") == UNATTRIBUTED)
-)
-metrics = st.columns(5)
+# one meaning, shared with the weekly report: no cost centre known (models/attribution.py)
+unattributed = lines.filter(attribution.unattributed())
+incomplete = lines.filter(attribution.incomplete())
+metrics = st.columns(6)
 metrics[0].metric("Allocated GPU-hours", hours(lines["gpu_hours"].sum()))
 metrics[1].metric("Busy GPU-hours", hours(lines["busy_gpu_hours"].sum()))
 metrics[2].metric("Idle GPU-hours", hours(lines["idle_gpu_hours"].sum()))
@@ -99,7 +99,11 @@ if len(currencies) == 1:
     metrics[3].metric(f"Amount ({currencies[0]})", f"{amounts['amount'].drop_nulls()[0]:,.2f}")
 else:
     metrics[3].metric("Amount", money(amounts))
-metrics[4].metric("Unattributed GPU-hours", hours(unattributed["gpu_hours"].sum()))
+metrics[4].metric("Unattributed GPU-hours", hours(unattributed["gpu_hours"].sum()),
+                  help="No cost centre known: nobody can be billed (the `unattributed` "
+                       "cost centre in the table below).")
+metrics[5].metric("Incomplete GPU-hours", hours(incomplete["gpu_hours"].sum()),
+                  help="Billed to a known cost centre, but its team or person is unknown.")
 if kind == "day":
     st.caption("A custom range adds up daily lines, each rounded to the cent; the weekly and "
                "monthly lines are the invoices.")
@@ -125,11 +129,14 @@ st.plotly_chart(figure, width="stretch")
 
 st.subheader("Unattributed")
 if unattributed.is_empty():
-    st.caption("Every GPU-hour in this selection has an owner.")
+    st.caption("Every GPU-hour in this selection has a cost centre.")
 else:
-    st.caption("GPU-hours the identity map gives no person or cost centre for. The raw keys "
-               "are on every ledger row: drill down below to fix the identity map.")
+    st.caption("GPU-hours no identity source gives a cost centre for: nobody can be billed. "
+               "The raw keys are on every ledger row: drill down below to fix the identity map.")
     show(totals(unattributed, ["cost_centre", "team", "person", "domain"]), key="cb_unattributed")
+if not incomplete.is_empty():
+    st.caption("Incomplete: billed to a known cost centre, but no team or person is known.")
+    show(totals(incomplete, ["cost_centre", "team", "person", "domain"]), key="cb_incomplete")
 
 st.subheader("Jobs and pods behind a line")
 owners = totals(lines, ["cost_centre", "team", "person", "domain", "gpu_model"])

@@ -1,7 +1,9 @@
 """Slurm vs Kubernetes: the same questions asked of both schedulers, side by side."""
 
+import pandas as pd
 import polars as pl
 import streamlit as st
+from pandas.io.formats.style import Styler
 
 from dashboards import charts, data
 from dashboards.common import day_range_picker, freshness_line
@@ -15,6 +17,33 @@ def ratio(numerator: object, denominator: object) -> float | None:
     if numerator is None or not denominator:
         return None
     return float(numerator) / float(denominator)
+
+
+def wait_text(minutes: float) -> str:
+    """A duration in minutes as "15 h 44 min" (to the minute); under a minute in seconds."""
+    if round(minutes * 60) < 60:
+        return f"{round(minutes * 60)} s"
+    whole_hours, rest = divmod(round(minutes), 60)
+    return f"{whole_hours} h {rest} min" if whole_hours else f"{rest} min"
+
+
+# unit -> how a number of that unit reads; currencies (any other unit) read as money
+FORMATS = {
+    "min": wait_text,
+    "s": lambda seconds: wait_text(seconds / 60),
+    "count": lambda count: f"{round(count):,}",
+    "share": lambda share: f"{100 * share:.1f} %",
+    "GPU-h": lambda gpu_hours: f"{gpu_hours:,.1f}",
+}
+
+
+def shown(card: pl.DataFrame) -> Styler:
+    """The card with each row in its unit's format; the cells keep their numbers."""
+    styler = card.to_pandas().style
+    for i, unit in enumerate(card["unit"].to_list()):
+        styler = styler.format(FORMATS.get(unit, "{:,.2f}".format), na_rep="–",
+                               subset=pd.IndexSlice[[i], list(DOMAINS)])
+    return styler
 
 
 def scorecard(start, end) -> pl.DataFrame:
@@ -69,8 +98,9 @@ if days is None:
 start, end = day_range_picker("Days (UTC)", *days, default_days=31, key="sc_days")
 
 card = scorecard(start, end)
-st.dataframe(card, hide_index=True, width="stretch", key="sc_card", height=36 * card.height + 40,
-             column_config={d: st.column_config.NumberColumn(format="%.3f") for d in DOMAINS})
+# each cell reads in its unit ("15 h 44 min", "10.5 %"), so the unit column is not drawn
+st.dataframe(shown(card), hide_index=True, width="stretch", key="sc_card",
+             height=36 * card.height + 40, column_order=("measure", *DOMAINS))
 st.caption(
     "Queue wait: Slurm submit → start of runs holding GPUs; Kueue workload created → admitted "
     "(admitted once). Start-up: Kueue admission → PodsReady (all pods running); Slurm "
