@@ -21,7 +21,7 @@ def small_disk(tmp_path: Path):
     mount.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("a full-disk test needs root and mount(8) to make a small tmpfs")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)],
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mount)],
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
