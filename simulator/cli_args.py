@@ -21,6 +21,8 @@ from simulator.world import build_nodes
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+REALISTIC_SNAPSHOT_MINUTES = 60  # a Workload history sensor polling hourly
+REALISTIC_NO_POD_LABELS_SHARE = 0.25  # dcgm-exporters without the pod-resources mapping
 
 
 def _start(text: str) -> date:
@@ -160,17 +162,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the reports folder the written gpuledger.toml names, relative "
                              f"to the world folder (default {SimConfig.site_reports})")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument("--realistic", action="store_true",
+                        help="a messy cluster (issue #15): realistic utilization profiles, "
+                             "exporter gaps, clock skew, mixed FQDN/short host names, Workloads "
+                             "deleted 10 min after their Job, >= 20 planted incidents and >= 10 "
+                             "decoys per kind on the benchmark size (docs/simulator-shapes.md)")
+    parser.add_argument("--kueue-snapshot-every", type=int, default=None, metavar="MINUTES",
+                        help="minutes between kubectl Workload snapshots in kueue/snapshots/ "
+                             f"(default {REALISTIC_SNAPSHOT_MINUTES} with --realistic, else 0: "
+                             "none)")
     add_shape_arguments(parser)
 
 
+def realistic_settings(args: argparse.Namespace) -> dict[str, object]:
+    """SimConfig fields of ``--realistic`` (some nodes' exporters without pod labels, unless
+    the shape options say otherwise) and of ``--kueue-snapshot-every``."""
+    out: dict[str, object] = {}
+    if args.realistic:
+        out["realistic"] = True
+    minutes = args.kueue_snapshot_every
+    if minutes is None:
+        minutes = REALISTIC_SNAPSHOT_MINUTES if args.realistic else 0
+    if minutes:
+        out["kueue_snapshot_every"] = minutes * 60
+    return out
+
+
 def config_from_args(args: argparse.Namespace) -> SimConfig:
+    shapes = shape_settings(args)
+    if args.realistic and args.no_pod_labels_on is None and not args.real_shapes:
+        shapes["no_pod_labels_share"] = REALISTIC_NO_POD_LABELS_SHARE
     return SimConfig(
         seed=args.seed, days=args.days, start=args.start, nodes=args.nodes,
         step_seconds=args.step, metrics=not args.no_metrics, gzip_metrics=args.gzip_metrics,
         gzip_all=args.gzip, dcgm_label_style=args.dcgm_label_style,
         irregularities=not args.no_irregularities, load=args.load,
         scontrol_every=args.scontrol_every, site_db=args.site_db,
-        site_reports=args.site_reports, **shape_settings(args),  # type: ignore[arg-type]
+        site_reports=args.site_reports, **shapes,  # type: ignore[arg-type]
+        **realistic_settings(args),  # type: ignore[arg-type]
     )
 
 

@@ -79,6 +79,10 @@ class SimConfig:
     # the written site file's ledger and reports folder, relative to the world folder
     site_db: str = "data/gpuledger.duckdb"
     site_reports: str = "reports"
+    # --realistic (issue #15, docs/simulator-shapes.md): messy utilization, gaps, skew, mixed
+    # host names, garbage-collected Workloads, many planted incidents and decoys; off by default
+    realistic: bool = False
+    kueue_snapshot_every: int = 0  # seconds between kueue/snapshots/ files (0: none)
 
     def __post_init__(self) -> None:
         problems = []
@@ -103,6 +107,10 @@ class SimConfig:
             )
         if not 0.05 <= self.load <= 0.95:
             problems.append(f"expected --load between 0.05 and 0.95, found {self.load}")
+        if self.kueue_snapshot_every < 0 or (self.kueue_snapshot_every
+                                               and DAY % self.kueue_snapshot_every):
+            problems.append(f"expected --kueue-snapshot-every to be 0 or to divide 1440 minutes "
+                            f"(30, 60, 120 ...), found {self.kueue_snapshot_every // 60}")
         problems.extend(self._shape_problems())
         if problems:
             raise ValueError("; ".join(problems))

@@ -17,11 +17,22 @@ from simulator.config import DAY, HOUR, MINUTE, SimConfig
 from simulator.identity import Resolver
 from simulator.k8s_jobs import K8sBatch, K8sSide
 from simulator.k8s_model import WorkloadPlan, holders, kueue_events, pod_records
+from simulator.ksm_jobs import job_object
 from simulator.kueue_json import WorkloadWriter
+from simulator.kueue_snapshots import SNAPSHOT_GLOB as KUEUE_SNAPSHOT_GLOB
+from simulator.kueue_snapshots import KueueSnapshots
 from simulator.openmetrics import Irregularities, MetricsSweep
 from simulator.outputs import open_output
 from simulator.planted import Planter
+from simulator.planted_real import RealisticPlanter
 from simulator.pod_shapes import PodShapes
+from simulator.realistic import (
+    fqdn_some,
+    realistic_irregularities,
+    split_by_gaps,
+    with_realistic_profile,
+    workload_deleted,
+)
 from simulator.records import Holder
 from simulator.sacct_writer import SacctRow, SacctWriter
 from simulator.scheduling import View
@@ -53,7 +64,7 @@ OUTPUT_FILES = (
     "truth/gpu_busy_seconds.csv",
 )
 #: outputs named by time: one `scontrol show job -d` snapshot per collection
-OUTPUT_PATTERNS = (SNAPSHOT_GLOB,)
+OUTPUT_PATTERNS = (SNAPSHOT_GLOB, KUEUE_SNAPSHOT_GLOB)
 
 
 def is_output_file(name: str) -> bool:
@@ -153,6 +164,11 @@ class _Run:
         self.detector = DoubleScheduleDetector(self.w0, self.w1)
         self.scontrol = ScontrolSnapshots(out_dir, self.w0, self.w1, cfg.scontrol_every)
         self.irregular = default_irregularities(world)
+        self.realistic = cfg.realistic
+        if cfg.realistic:
+            self.irregular = realistic_irregularities(cfg, world.nodes, self.irregular)
+        self.kueue_snapshots = KueueSnapshots(out_dir, tmp, self.w0, self.w1,
+                                              cfg.kueue_snapshot_every)
         self.pod_shapes = PodShapes(cfg.seed, cfg.init_container_gpus, cfg.kueue_labels)
         self.layouts: dict[str, int] = {}  # init-container layout -> pods (world.json)
         self.sweep: MetricsSweep | None = None
@@ -163,8 +179,9 @@ class _Run:
                 w1=self.w1, step=cfg.step_seconds, out_path=out_dir / "prometheus" / name,
                 tmp_dir=tmp, gzip=cfg.gzip_om, busy_path=out_dir / "truth" /
                 "gpu_busy_seconds.csv", irregular=self.irregular, seed=cfg.seed,
-                shapes=ScrapeShapes.from_config(cfg, unlabelled_nodes(cfg, world.nodes)),
-                init_containers=cfg.init_container_gpus > 0)
+                shapes=ScrapeShapes.from_config(cfg, unlabelled_nodes(cfg, world.nodes),
+                                                fqdn_some(cfg, world.nodes)),
+                init_containers=cfg.init_container_gpus > 0, jobs=cfg.realistic)
         self.slurm_jobs = 0
         self.slurm_started = 0
         self.pods = 0
@@ -178,6 +195,8 @@ class _Run:
                 self.sacct.write(row)
 
     def holder(self, h: Holder, now: int) -> None:
+        if self.realistic:
+            h = with_realistic_profile(h, self.world.config.step_seconds)
         self.truth.add_holder(h)
         self.sreport.add(h)
         if self.sweep is not None:
@@ -199,6 +218,12 @@ class _Run:
 
     def k8s(self, batch: K8sBatch, now: int) -> None:
         for plan in map(self.pod_shapes.apply, batch.plans):
+            if self.realistic:
+                plan = workload_deleted(plan)
+                job = job_object(plan)
+                if job is not None and self.sweep is not None and self.sweep.jobs is not None:
+                    self.sweep.jobs.add(job)
+            self.kueue_snapshots.add(plan)
             last = _last_activity(plan)
             exists = plan.deleted is None or plan.deleted >= self.w1
             in_window = plan.created < self.w1 and exists and (last is None or last >= self.w0)
@@ -218,7 +243,10 @@ class _Run:
             for h in holders(plan, self.w1):
                 self.holder(h, now)
         for incident in batch.incidents:
-            self.truth.add_incident(incident)
+            pieces = ([incident] if not self.realistic else
+                      split_by_gaps(incident, self.irregular.exporter_outages))
+            for piece in pieces:
+                self.truth.add_incident(piece)
         for slurm_batch in batch.slurm:
             self.slurm(slurm_batch, now)
 
@@ -249,7 +277,8 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
     k8s_view = View("kubernetes", [n for n in world.nodes if n.in_kubernetes])
     slurm = SlurmSide(world, slurm_view, gen_start)
     k8s = K8sSide(world, k8s_view, slurm_view, slurm, gen_start)
-    planter = Planter(world, slurm, k8s, gen_start)
+    planter = (RealisticPlanter(world, slurm, k8s, gen_start, unlabelled_nodes(cfg, world.nodes))
+               if cfg.realistic else Planter(world, slurm, k8s, gen_start))
     reserved = planter.reservations()
     slurm_view.reservations = reserved["slurm"]
     k8s_view.reservations = reserved["kubernetes"]
@@ -289,6 +318,7 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
     run.scontrol.flush(None)
     run.sacct.close()
     run.workloads.close()
+    run.kueue_snapshots.close()
     incidents = run.truth.close()
     sreport = run.sreport.write(out_dir / "sreport", cfg.cluster, world.nodes)
     write_site_file(cfg, out_dir, scontrol_written=run.scontrol.files > 0)

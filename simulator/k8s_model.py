@@ -73,6 +73,9 @@ class WorkloadPlan:
     extra_labels: tuple[tuple[str, str], ...] = field(default=())
     gpu_containers: tuple[GpuContainer, ...] = ()  # () = ``container`` requests every GPU
     ksm_pod_labels: tuple[tuple[str, str], ...] | None = None  # None = ``pod_labels``
+    # partial admission (podSets[].minCount): the pods Kueue admitted, and the Job's
+    # parallelism it set (None: ``count``)
+    admitted_count: int | None = None
 
     @property
     def cluster_queue(self) -> str:

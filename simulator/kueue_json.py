@@ -161,7 +161,7 @@ def _evict(conditions: _Conditions, plan: WorkloadPlan, attempt: AttemptPlan) ->
 
 
 def _admission(plan: WorkloadPlan) -> dict[str, object]:
-    n = plan.count
+    n = plan.count if plan.admitted_count is None else plan.admitted_count
     return {
         "clusterQueue": plan.cluster_queue,
         "podSetAssignments": [{

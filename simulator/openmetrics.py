@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from simulator.config import DAY
+from simulator.ksm_jobs import JOB_FAMILIES, KsmJobs, with_job_label
 from simulator.outputs import open_output
 from simulator.pod_shapes import INIT_FAMILIES, init_container_lines
 from simulator.records import Holder, KueueEvent, PodRecord
@@ -73,9 +74,11 @@ KUEUE_FAMILIES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def families(shapes: ScrapeShapes, init_containers: bool) -> list[tuple[str, str, str]]:
-    """The file's metric families in order (init-container ones only where pods have them)."""
-    ksm = list(KSM_FAMILIES)
+def families(shapes: ScrapeShapes, init_containers: bool,
+             jobs: bool = False) -> list[tuple[str, str, str]]:
+    """The file's metric families in order (init-container ones only where pods have them,
+    Job ones only with ``--realistic``)."""
+    ksm = [*KSM_FAMILIES, *(JOB_FAMILIES if jobs else ())]
     if init_containers:
         at = [name for name, _, _ in ksm].index("kube_pod_container_resource_requests") + 1
         ksm[at:at] = INIT_FAMILIES
@@ -92,6 +95,7 @@ class Irregularities:
     label_drift_from: int | None = None
     exported_everywhere: bool = False  # --dcgm-label-style exported
     late_cordons: tuple[tuple[str, int, int], ...] = ()  # node, planned, actual
+    ksm_clock_skew: int = 0  # --realistic: the API server's clock ahead of Slurm's (seconds)
 
 
 HISTOGRAMS = frozenset({"kueue_admission_wait_time_seconds"})
@@ -141,7 +145,8 @@ class MetricsSweep:
     def __init__(self, *, nodes: tuple[Node, ...], cluster_queues: tuple[ClusterQueue, ...],
                  w0: int, w1: int, step: int, out_path: Path, tmp_dir: Path, gzip: bool,
                  busy_path: Path, irregular: Irregularities, seed: int,
-                 shapes: ScrapeShapes | None = None, init_containers: bool = False) -> None:
+                 shapes: ScrapeShapes | None = None, init_containers: bool = False,
+                 jobs: bool = False) -> None:
         self.nodes = nodes
         self.k8s_nodes = [n for n in nodes if n.in_kubernetes]
         self.cluster_queues = cluster_queues
@@ -151,7 +156,8 @@ class MetricsSweep:
         self.irregular = irregular
         self.shapes = shapes = shapes or ScrapeShapes()
         self.seed = seed
-        self.families = families(shapes, init_containers)
+        self.families = families(shapes, init_containers, jobs)
+        self.jobs = KsmJobs(shapes._workload("namespace")) if jobs else None
         self.util_family = shapes.naming.util
         self.ratio_family = shapes.naming.ratio
         self.ksm_target, self.kueue_target = shapes.ksm_target, shapes.kueue_target
@@ -175,7 +181,9 @@ class MetricsSweep:
         self.busy: dict[str, int] = {}  # uuid -> milli-seconds in the current day
         self.busy_day = w0
         self._gpu_labels = {n.name: shapes.dcgm_base(n) for n in nodes}
-        self._outage = {node: (a, b) for node, a, b in irregular.exporter_outages}
+        self._outage: dict[str, list[tuple[int, int]]] = {}
+        for node_name, a, b in irregular.exporter_outages:
+            self._outage.setdefault(node_name, []).append((a, b))
         self._drift_nodes = set(irregular.label_drift_nodes)
         self._late = {(node, planned): actual for node, planned, actual in irregular.late_cordons}
 
@@ -261,8 +269,7 @@ class MetricsSweep:
             holders = self.active[node.name]
             if holders:
                 holders[:] = [h for h in holders if h.end > ts]
-            outage = self._outage.get(node.name)
-            silent = outage is not None and outage[0] <= ts < outage[1]
+            silent = any(a <= ts < b for a, b in self._outage.get(node.name, ()))
             exported = self._exported(node, ts)
             target = self.shapes.dcgm_target(node, exported)
             base = self._gpu_labels[node.name]
@@ -330,6 +337,8 @@ class MetricsSweep:
             self.pods[:] = [a for a in self.pods if a.pod.deleted is None or a.pod.deleted > ts]
         for a in self.pods:
             self._pod_lines(a, ts)
+        if self.jobs is not None:
+            self.jobs.scrape(ts, target, self._emit)
 
     def _pod_lines(self, a: _ActivePod, ts: int) -> None:
         p = a.pod
@@ -343,7 +352,9 @@ class MetricsSweep:
                    f'kube_pod_info{{{base},host_ip="{host_ip}",pod_ip="{pod_ip}",node="{node}",'
                    f'created_by_kind="{p.owner_kind}",created_by_name="{p.owner_name}",'
                    f'priority_class="",host_network="false",{target}}} 1 {ts}\n')
-        labels = "".join(f',label_{k}="{v}"' for k, v in p.labels)
+        pod_labels = p.labels if self.jobs is None else with_job_label(p.labels, p.owner_kind,
+                                                                        p.owner_name)
+        labels = "".join(f',label_{k}="{v}"' for k, v in pod_labels)
         self._emit("kube_pod_labels", f"kube_pod_labels{{{base}{labels},{target}}} 1 {ts}\n")
         self._emit("kube_pod_service_account",
                    f'kube_pod_service_account{{{base},service_account="{p.service_account}",'
@@ -376,12 +387,14 @@ class MetricsSweep:
             # at the Running start: the truth charges Running time (docs/accounting.md) and the
             # simulator has no image-pull phase in this metric (docs/simulator-shapes.md)
             started = p.running if p.running is not None else p.scheduled + 1
+            started += self.irregular.ksm_clock_skew
             if ts >= started:  # set once the kubelet admitted the pod
                 self._emit("kube_pod_start_time",
                            f"kube_pod_start_time{{{base},{target}}} {started} {ts}\n")
         if p.finished is not None and ts >= p.finished:
             self._emit("kube_pod_completion_time",
-                       f"kube_pod_completion_time{{{base},{target}}} {p.finished} {ts}\n")
+                       f"kube_pod_completion_time{{{base},{target}}} "
+                       f"{p.finished + self.irregular.ksm_clock_skew} {ts}\n")
 
     # ------------------------------------------------------------------ kueue
 

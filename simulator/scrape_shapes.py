@@ -94,20 +94,26 @@ class ScrapeShapes:
     naming: DcgmNaming = DCGM_NAMINGS["current"]
     hostname_label: str = "Hostname"
     unlabelled: frozenset[str] = frozenset()
+    fqdn_only: frozenset[str] = frozenset()  # --realistic: only these nodes use the FQDN
 
     @classmethod
-    def from_config(cls, config: SimConfig, unlabelled: tuple[str, ...]) -> "ScrapeShapes":
+    def from_config(cls, config: SimConfig, unlabelled: tuple[str, ...],
+                    fqdn_some: tuple[str, ...] = ()) -> "ScrapeShapes":
+        mixed = bool(fqdn_some) and not config.fqdn_nodes
         return cls(honor_labels=config.honor_labels,
-                   node_domain=NODE_DOMAIN if config.fqdn_nodes else "",
+                   node_domain=NODE_DOMAIN if config.fqdn_nodes or mixed else "",
                    naming=DCGM_NAMINGS[config.dcgm_names],
                    hostname_label=config.dcgm_hostname_label,
-                   unlabelled=frozenset(unlabelled))
+                   unlabelled=frozenset(unlabelled),
+                   fqdn_only=frozenset(fqdn_some) if mixed else frozenset())
 
     # ------------------------------------------------------------------ names
 
     def host(self, node: Node) -> str:
         """The node as the kubelet registers it and dcgm-exporter reports its host name."""
-        return f"{node.name}.{self.node_domain}" if self.node_domain else node.name
+        if not self.node_domain or (self.fqdn_only and node.name not in self.fqdn_only):
+            return node.name
+        return f"{node.name}.{self.node_domain}"
 
     def dcgm_families(self) -> list[tuple[str, str, str]]:
         out = [(self.naming.util, "gauge", FAMILY_HELP["util"])]

@@ -10,6 +10,13 @@ from simulator.config import SimConfig
 from simulator.openmetrics import Irregularities, scrape_offsets
 from simulator.outputs import open_output
 from simulator.planted import PODS_READY_TIMEOUT, REQUEUE_BACKOFF, Plantings
+from simulator.realistic import (
+    IDLE_MIN_SECONDS,
+    IDLE_THRESHOLD_PERCENT,
+    INEFFICIENT_PERCENT,
+    WORKLOAD_DELETE_AFTER,
+    fqdn_some,
+)
 from simulator.scrape_shapes import KSM_POD, KUEUE_POD, ScrapeShapes, unlabelled_nodes
 from simulator.timefmt import iso_utc, iso_z
 from simulator.world import (
@@ -75,6 +82,10 @@ def command_line(cfg: SimConfig, out: str) -> str:
     if cfg.scontrol_every != SimConfig.scontrol_every:
         parts.append(f"--scontrol-every {cfg.scontrol_every}")
     parts.extend(shape_flags(cfg))
+    if cfg.realistic:
+        parts.append("--realistic")
+    if cfg.kueue_snapshot_every != (3600 if cfg.realistic else 0):
+        parts.append(f"--kueue-snapshot-every {cfg.kueue_snapshot_every // 60}")
     if cfg.site_db != SimConfig.site_db:
         parts.append(f"--site-db {cfg.site_db}")
     if cfg.site_reports != SimConfig.site_reports:
@@ -125,6 +136,27 @@ def _real_shapes(world: World, layouts: dict[str, int]) -> dict[str, object]:
                                 "pods": dict(sorted(layouts.items()))},
         "truth": "canonical short node names; GPUs charged = the placement (every layout's "
                  "effective request equals it)",
+    }
+
+
+def realistic_block(world: World, irr: Irregularities,
+                    plantings: Plantings) -> dict[str, object]:
+    """world.json ``realistic``: what --realistic added (docs/simulator-shapes.md)."""
+    cfg = world.config
+    by_kind: dict[str, int] = {}
+    for decoy in plantings.decoys:
+        kind = str(decoy.get("imitates", ""))
+        by_kind[kind] = by_kind.get(kind, 0) + 1
+    return {
+        "fqdn_nodes": list(fqdn_some(cfg, world.nodes)),
+        "dcgm_gaps": len(irr.exporter_outages),
+        "ksm_clock_skew_seconds": irr.ksm_clock_skew,
+        "workload_deleted_after_job_seconds": WORKLOAD_DELETE_AFTER,
+        "kueue_snapshot_every_seconds": cfg.kueue_snapshot_every,
+        "inefficient_share_percent": INEFFICIENT_PERCENT,
+        "idle_rule": {"threshold_percent": IDLE_THRESHOLD_PERCENT,
+                      "min_minutes": IDLE_MIN_SECONDS // 60},
+        "decoys_by_kind": dict(sorted(by_kind.items())),
     }
 
 
@@ -244,5 +276,7 @@ def write_world_json(world: World, irr: Irregularities, plantings: Plantings,
     }
     if cfg.shapes_changed:  # absent otherwise: worlds without the options stay byte-identical
         doc["real_shapes"] = _real_shapes(world, layouts or {})
+    if cfg.realistic:  # absent otherwise, like real_shapes
+        doc["realistic"] = realistic_block(world, irr, plantings)
     with open_output(out_dir / "world.json", compress=False) as fh:
         fh.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
