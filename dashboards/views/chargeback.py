@@ -36,7 +36,9 @@ def totals(lines: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return (
         lines.group_by([*keys, "currency"])
         .agg(*(pl.col(c).sum() for c in MEASURES), pl.col("amount").sum(),
-             pl.col("amount").is_null().any().alias("unpriced"))
+             pl.col("amount").is_null().any().alias("unpriced"),
+             # a total holding a provisional line is provisional too
+             *([pl.col("provisional").any()] if "provisional" in lines.columns else []))
         .sort("amount", *keys, descending=[True, *[False] * len(keys)], nulls_last=True)
     )
 
@@ -107,6 +109,19 @@ metrics[5].metric("Incomplete GPU-hours", hours(incomplete["gpu_hours"].sum()),
 if kind == "day":
     st.caption("A custom range adds up daily lines, each rounded to the cent; the weekly and "
                "monthly lines are the invoices.")
+provisional = lines.filter(pl.col("provisional"))
+if not provisional.is_empty():
+    # the data-quality gate (models/quality.py): shown before any figure is read as final
+    st.warning(f"Provisional: {provisional.height} line(s) with "
+               f"{hours(provisional['gpu_hours'].sum())} GPU-hours hold days whose source data "
+               "is incomplete; they may change when the data is repaired.")
+    if data.restricted():
+        reasons = sorted({r for cell in provisional["provisional_reasons"].drop_nulls()
+                          for r in cell.split(" | ")})
+        st.caption("Reasons: " + "; ".join(reasons))
+    else:
+        st.dataframe(data.provisional_days(first, end), hide_index=True, width="stretch",
+                     key="cb_provisional")
 unpriced = lines.filter(pl.col("amount").is_null())
 if not unpriced.is_empty():
     st.warning(f"{unpriced.height} line(s) with {hours(unpriced['gpu_hours'].sum())} GPU-hours "

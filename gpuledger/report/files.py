@@ -47,6 +47,8 @@ def csv_value(value: Any) -> str:
     """Ledger values as text, exactly: decimals keep their scale, NULL is empty."""
     if value is None:
         return ""
+    if isinstance(value, bool):  # as DuckDB and the dashboard's CSVs write them
+        return "true" if value else "false"
     if isinstance(value, Decimal):
         return format(value, "f")
     if isinstance(value, datetime):

@@ -33,6 +33,7 @@ tr.unattributed td{background:#fff4e5}
 .card .value{font-size:1.4rem;font-weight:600}.card .label{color:#5b6475;font-size:.85rem}
 .card.alert{border-color:#e8a33d;background:#fff4e5}
 .note{color:#5b6475;font-size:.85rem}
+.warn{border-left:4px solid #e8a33d;background:#fff4e5;padding:.4rem .8rem}
 .wide{overflow-x:auto}#lines td,#incidents td.num,#incidents td:first-child{white-space:nowrap}
 #incidents td.evidence{font-size:.8rem;word-break:break-all;min-width:16rem}
 svg.chart text{font-size:12px;fill:#1d2433}svg.chart rect.outer{fill:#a9c1e8}

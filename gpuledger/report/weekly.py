@@ -12,6 +12,7 @@ import duckdb
 from gpuledger.report import pages
 from gpuledger.report.files import replace_folder, slugs, write_csv, write_text
 from gpuledger.report.lines import USAGE_COLUMNS, WeekData, read_week
+from gpuledger.report.quality import provisional_lines, provisional_section
 from gpuledger.report.totals import column, group, is_incomplete, is_unattributed, total
 from gpuledger.report.weeks import IsoWeek, parse_iso_week
 
@@ -35,6 +36,7 @@ class WeeklyReport:
     incidents: int | None  # None: the ledger has no incidents table
     adjustments: int = 0  # adjustment lines the week carries (late data for closed weeks)
     closed: bool = False  # the week's invoice lines are frozen (closed_periods)
+    provisional_lines: int = 0  # lines holding days the data-quality gate did not pass
 
     @property
     def gpu_hours(self) -> Decimal:
@@ -42,11 +44,14 @@ class WeeklyReport:
 
     def summary(self) -> str:
         incidents = "no incident data" if self.incidents is None else f"{self.incidents} incidents"
+        provisional = f"; {self.provisional_lines} provisional lines" if self.provisional_lines \
+            else ""
         return (f"weekly report {self.week}: {self.lines} invoice lines, {self.cost_centres} cost "
                 f"centres, {pages.hours(self.gpu_hours)} GPU-hours, {pages.money(self.amounts)}; "
                 f"unattributed {pages.hours(Decimal(self.unattributed_gpu_seconds) / 3600)} "
                 f"GPU-hours ({pages.money(self.unattributed_amounts)}); {incidents}; "
-                f"{self.adjustments} adjustment lines{'; closed' if self.closed else ''} "
+                f"{self.adjustments} adjustment lines{'; closed' if self.closed else ''}"
+                f"{provisional} "
                 f"-> {self.folder}")
 
 
@@ -84,6 +89,7 @@ def write_weekly_report(con: duckdb.DuckDBPyConnection, week: IsoWeek | str, out
         cost_centres=len(centres),
         incidents=None if data.incidents is None else len(data.incidents),
         adjustments=len(data.adjustments), closed=data.close is not None,
+        provisional_lines=len(provisional_lines(data.lines)),
     )
 
 
@@ -110,6 +116,7 @@ def summary_page(data: WeekData, slug: dict[str, str], when: datetime) -> str:
         pages.header(data, f"Weekly chargeback {data.week}", when),
         _cards(data.lines, usage),
         _usage_note(usage),
+        provisional_section(data.lines),
         "<h2>By cost centre</h2>",
         pages.totals_table("by-cost-centre", "cost centre", by_centre, overall, usage,
                            link=lambda label: f"cost-centre-{slug[label]}.html"),
@@ -146,6 +153,7 @@ def cost_centre_page(data: WeekData, centre: str, lines: list, own_slug: str,
         f'<a href="invoice-lines-{pages.esc(own_slug)}.csv">invoice lines (CSV)</a></p>',
         _cards(lines, usage),
         _usage_note(usage),
+        provisional_section(lines),
         "<h2>By team</h2>",
         pages.totals_table("by-team", "team", group(lines, column("team")), overall, usage),
         "<h2>By person</h2>",

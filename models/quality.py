@@ -1,0 +1,92 @@
+"""The data-quality gate: per cluster and UTC day, how far the sources cover what is charged.
+
+``build_data_quality`` rebuilds ``data_quality_days`` for a range of days (after allocations and
+hourly usage): dcgm sample coverage, the longest scrape gap, the share of jobs and pods with an
+owner (``models/attribution.py``), nodes outside the inventory, the difference from sreport,
+Kubernetes ingest warnings and rejects. A day beyond a ``[gpuledger.quality]`` threshold is
+provisional, with its reasons; the invoice views mark the lines holding its GPU-time
+(``models/schema.py`` ``invoice_lines``: the one rule).
+"""
+
+from datetime import date, datetime, timedelta
+
+import duckdb
+
+from gpuledger.site import QualitySite
+from models import load_sql
+from models.attribution import UNATTRIBUTED
+from models.runner import transaction
+from models.schema import DATA_QUALITY_DAYS
+
+_SREPORT_TABLE = "quality_sreport"
+
+
+def _sreport_differences(con: duckdb.DuckDBPyConnection, first_day: date, end_day: date
+                         ) -> list[tuple]:  # fmt: skip
+    """(cluster, day, window, sum |ours - sreport| / larger side) for each day that lies whole
+    inside an sreport gres/gpu window; the shortest such window speaks for the day."""
+    windows = con.execute(
+        "SELECT DISTINCT cluster, report_start, report_end FROM sreport_account_usage "
+        "WHERE tres_name = 'gres/gpu' AND report_start < ? AND report_end > ? "
+        "ORDER BY report_end - report_start, cluster, report_start",
+        [end_day, first_day]).fetchall()
+    best: dict[tuple[str, date], tuple] = {}
+    reconciliation = load_sql("slurm_sreport_reconciliation")
+    for cluster, start, end in windows:
+        ours, theirs, off = con.execute(
+            "SELECT coalesce(sum(ours_gpu_seconds), 0), coalesce(sum(sreport_gpu_seconds), 0), "
+            f"coalesce(sum(abs(difference)), 0) FROM ({reconciliation}) WHERE cluster = $cluster",
+            {"window_start": start, "window_end": end, "cluster": cluster}).fetchone()
+        share = float(off) / max(float(ours), float(theirs), 1.0)
+        label = f"{start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M}"
+        day = max(start.date() if start.time() == datetime.min.time()
+                  else start.date() + timedelta(days=1), first_day)
+        while day < end_day and datetime.combine(day + timedelta(days=1),
+                                                 datetime.min.time()) <= end:
+            best.setdefault((cluster, day), (cluster, day, label, share))  # shortest first
+            day += timedelta(days=1)
+    return list(best.values())
+
+
+def quality_params(first_day: date, end_day: date, thresholds: QualitySite) -> dict:
+    return {
+        "first_day": first_day, "end_day": end_day, "unattributed": UNATTRIBUTED,
+        "min_sample_coverage": thresholds.min_sample_coverage,
+        "max_scrape_gap_minutes": thresholds.max_scrape_gap_minutes,
+        "min_attributed_share": thresholds.min_attributed_share,
+        "max_unknown_nodes": thresholds.max_unknown_nodes,
+        "max_sreport_difference": thresholds.max_sreport_difference,
+        "max_k8s_rejects": thresholds.max_k8s_rejects,
+        "max_k8s_warnings": thresholds.max_k8s_warnings,
+    }
+
+
+def build_data_quality(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date,
+                       thresholds: QualitySite | None = None) -> int:  # fmt: skip
+    """Rebuild ``data_quality_days`` for ``first_day`` .. ``last_day`` (inclusive); returns the
+    provisional (cluster, day) rows of those days."""
+    end_day = last_day + timedelta(days=1)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_SREPORT_TABLE} (cluster VARCHAR, day DATE, "
+                "sreport_window VARCHAR, sreport_difference DOUBLE)")
+    rows = _sreport_differences(con, first_day, end_day)
+    if rows:
+        con.executemany(f"INSERT INTO {_SREPORT_TABLE} VALUES (?, ?, ?, ?)", rows)
+    params = quality_params(first_day, end_day, thresholds or QualitySite())
+    with transaction(con):
+        con.execute(f"DELETE FROM {DATA_QUALITY_DAYS.name} WHERE day >= ? AND day < ?",
+                    [first_day, end_day])
+        con.execute(f"INSERT INTO {DATA_QUALITY_DAYS.name} BY NAME "
+                    f"{load_sql('data_quality_daily')}", params)
+        provisional = con.execute(
+            f"SELECT count(*) FROM {DATA_QUALITY_DAYS.name} WHERE day >= ? AND day < ? "
+            "AND provisional", [first_day, end_day]).fetchone()[0]
+    con.execute(f"DROP TABLE IF EXISTS {_SREPORT_TABLE}")
+    return provisional
+
+
+def provisional_days(con: duckdb.DuckDBPyConnection, first_day: date, end_day: date
+                     ) -> list[tuple]:  # fmt: skip
+    """(cluster, day, reasons) of the provisional days in [first_day, end_day)."""
+    return con.execute(
+        f"SELECT cluster, day, reasons FROM {DATA_QUALITY_DAYS.name} WHERE provisional "
+        "AND day >= ? AND day < ? ORDER BY day, cluster", [first_day, end_day]).fetchall()
