@@ -14,7 +14,7 @@ The detectors read one day more on each side of the days rebuilt.
 """
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta
 
 import duckdb
@@ -32,7 +32,14 @@ MARGIN = timedelta(days=1)
 # than CARRY_DAYS would rescan weeks on every daily build; longer incidents are cut there.
 CARRY_SLACK = timedelta(hours=1)
 CARRY_DAYS = 14
-KINDS = ("double_scheduled", "partial_gang", "idle_allocation")
+KINDS = ("double_scheduled", "partial_gang", "idle_allocation", "low_efficiency")
+# window rule off by default: realistic work has hours-long phases at 5-15 % (data loading,
+# evaluation) that are work, not waste (docs/detectors.md "Idle policies")
+DEFAULT_WINDOW_THRESHOLD = 0.10
+DEFAULT_WINDOW_MINUTES = 0.0
+DEFAULT_EFFICIENCY_THRESHOLD = 0.10  # busy share over a job's life below this: low_efficiency
+DEFAULT_EFFICIENCY_MIN_MINUTES = 60.0  # shorter jobs are tests and smoke runs
+EFFICIENCY_COVERAGE = 0.9  # share of a job's GPU-time with samples needed to judge it
 
 # temp table -> the model that fills it, in the order they run (later ones read earlier ones)
 DETECTORS = (
@@ -42,9 +49,86 @@ DETECTORS = (
     ("det_double_node", "detect_double_node"),
     ("det_double", "detect_double_scheduled"),
     ("det_gang", "detect_partial_gang"),
-    ("det_idle", "detect_idle"),
+    ("det_idle", "detect_idle"),  # minus det_double's and det_gang's GPU-time
+    ("det_low_eff", "detect_low_efficiency"),
 )
 _PARAMETER = re.compile(r"\$([a-z_]+)")
+
+
+@dataclass(frozen=True)
+class IdlePolicy:
+    """The idle rules for allocations on ``cluster`` (empty: any) in a Slurm ``partition`` or a
+    Kubernetes ``namespace`` (empty: any); the site file's ``[gpuledger.idle]`` and
+    ``[[gpuledger.idle.policy]]`` (docs/site-file.md). Rules: (a) zero: busy below
+    ``zero_threshold`` for ``zero_minutes``; (b) window: mean busy below ``window_threshold``
+    over ``window_minutes`` (0: off); (c) low efficiency: mean busy below
+    ``efficiency_threshold`` over a job's life of at least ``efficiency_min_minutes`` (0: off)."""
+
+    cluster: str = ""
+    partition: str = ""
+    namespace: str = ""
+    zero_threshold: float = DEFAULT_IDLE_THRESHOLD
+    zero_minutes: float = DEFAULT_IDLE_MIN_MINUTES
+    window_threshold: float = DEFAULT_WINDOW_THRESHOLD
+    window_minutes: float = DEFAULT_WINDOW_MINUTES
+    efficiency_threshold: float = DEFAULT_EFFICIENCY_THRESHOLD
+    efficiency_min_minutes: float = DEFAULT_EFFICIENCY_MIN_MINUTES
+
+    def check(self) -> None:
+        for name in ("zero_threshold", "window_threshold"):
+            if not 0 < getattr(self, name) <= 1:
+                msg = f"expected {name} in (0, 1], found {getattr(self, name)}"
+                raise ValueError(msg)
+        if not 0 <= self.efficiency_threshold <= 1:
+            msg = f"expected efficiency_threshold in [0, 1], found {self.efficiency_threshold}"
+            raise ValueError(msg)
+        if self.zero_minutes <= 0:
+            msg = f"expected a positive zero_minutes, found {self.zero_minutes}"
+            raise ValueError(msg)
+        for name in ("window_minutes", "efficiency_min_minutes"):
+            if getattr(self, name) < 0:
+                msg = f"expected {name} of zero (off) or more, found {getattr(self, name)}"
+                raise ValueError(msg)
+        if self.partition and self.namespace:
+            msg = ("expected a policy for a partition or for a namespace, found both "
+                   f"{self.partition!r} and {self.namespace!r}")
+            raise ValueError(msg)
+
+
+@dataclass(frozen=True)
+class IdleRules:
+    """The default policy and the specific ones, first match wins (file order)."""
+
+    default: IdlePolicy = field(default_factory=IdlePolicy)
+    policies: tuple[IdlePolicy, ...] = ()
+
+
+def idle_rules_with(rules: IdleRules | None, zero_threshold: float | None = None,
+                    zero_minutes: float | None = None) -> IdleRules:
+    """The site's rules (or the defaults) with a zero rule given on the command line or in run
+    config applied to every policy: a flag says "for this build, this rule everywhere"."""
+    rules = rules or IdleRules()
+    changes = {k: v for k, v in (("zero_threshold", zero_threshold),
+                                 ("zero_minutes", zero_minutes)) if v is not None}
+    if not changes:
+        return rules
+    return IdleRules(replace(rules.default, **changes),
+                     tuple(replace(p, **changes) for p in rules.policies))
+
+
+def _idle_policy_table(con: duckdb.DuckDBPyConnection, rules: IdleRules) -> None:
+    """The temp table ``idle_policy`` detect_idle.sql and detect_low_efficiency.sql read: one
+    row per policy, ``priority`` the file order, the default last and matching everything."""
+    con.execute("CREATE OR REPLACE TEMP TABLE idle_policy (priority INTEGER, cluster VARCHAR, "
+                "partition VARCHAR, namespace VARCHAR, zero_threshold DOUBLE, "
+                "zero_seconds DOUBLE, window_threshold DOUBLE, window_seconds DOUBLE, "
+                "efficiency_threshold DOUBLE, efficiency_min_seconds DOUBLE)")
+    default = replace(rules.default, cluster="", partition="", namespace="")
+    con.executemany("INSERT INTO idle_policy VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        (i, p.cluster, p.partition, p.namespace, float(p.zero_threshold),
+         float(p.zero_minutes) * 60, float(p.window_threshold), float(p.window_minutes) * 60,
+         float(p.efficiency_threshold), float(p.efficiency_min_minutes) * 60)
+        for i, p in enumerate((*rules.policies, default))])
 
 
 @dataclass(frozen=True)
@@ -115,13 +199,21 @@ def build_incidents(
     idle_min_minutes: float = DEFAULT_IDLE_MIN_MINUTES,
     gang_grace_seconds: float = DEFAULT_GANG_GRACE_SECONDS,
     tolerance_seconds: int | None = None,
+    idle_rules: IdleRules | None = None,
 ) -> IncidentsBuilt:
     """Rebuild ``incidents`` and ``bridge_pairs`` for the UTC days ``first_day`` .. ``last_day``
     and for the days before whose incidents may continue into them (:func:`carry_first_day`).
 
-    ``tolerance_seconds`` defaults to the Kubernetes scrape interval of the data.
+    ``tolerance_seconds`` defaults to the Kubernetes scrape interval of the data. ``idle_rules``
+    (the site's idle policies) replaces ``idle_threshold``/``idle_min_minutes``, which otherwise
+    make the default policy's zero rule.
     """
     _check(idle_threshold, idle_min_minutes, gang_grace_seconds)
+    if idle_rules is None:
+        idle_rules = IdleRules(IdlePolicy(zero_threshold=idle_threshold,
+                                          zero_minutes=idle_min_minutes))
+    for policy in (idle_rules.default, *idle_rules.policies):
+        policy.check()
     asked_first, first_day = first_day, carry_first_day(con, first_day)  # made whole
     scan_first, scan_last = first_day - MARGIN, last_day + MARGIN
     scan_start = datetime.combine(scan_first, time())
@@ -133,16 +225,16 @@ def build_incidents(
         "scan_first": scan_first, "scan_last": scan_last,
         "first_day": first_day, "last_day": last_day,
         "tolerance_seconds": tolerance_seconds,
-        "idle_threshold": float(idle_threshold),
-        "idle_min_seconds": float(idle_min_minutes) * 60,
+        "efficiency_coverage": EFFICIENCY_COVERAGE,
         "gang_grace_seconds": float(gang_grace_seconds),
     }
     create_staging_view(con)  # bridge_pairs reads the pods' uncut intervals
+    _idle_policy_table(con, idle_rules)
     for temp, model in DETECTORS:
         _run(con, f"CREATE OR REPLACE TEMP TABLE {temp} AS {load_sql(model)}", values)
     create_rate_choice(con, " UNION ALL ".join(
         f"SELECT CAST(start_ts AS DATE) AS day, rate_domain AS domain, gpu_model, qos FROM {t}"
-        for t in ("det_double", "det_gang", "det_idle")))
+        for t in ("det_double", "det_gang", "det_idle", "det_low_eff")))
     with transaction(con):
         con.execute("DELETE FROM incidents WHERE day >= ? AND day <= ?", [first_day, last_day])
         _run(con, f"INSERT INTO incidents BY NAME {load_sql('detect_incidents')}", values)
@@ -155,6 +247,6 @@ def build_incidents(
             [asked_first, last_day]).fetchall())
         pairs = con.execute("SELECT count(*) FROM bridge_pairs WHERE day >= ? AND day <= ?",
                             [asked_first, last_day]).fetchone()[0]
-    for temp in (*(t for t, _ in DETECTORS), "rate_choice", "rate_keys"):
+    for temp in (*(t for t, _ in DETECTORS), "rate_choice", "rate_keys", "idle_policy"):
         con.execute(f"DROP TABLE IF EXISTS {temp}")
     return IncidentsBuilt({k: by_kind.get(k, 0) for k in KINDS}, pairs, tolerance_seconds)

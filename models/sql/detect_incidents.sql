@@ -18,13 +18,15 @@ WITH candidates AS (
     SELECT * FROM det_gang
     UNION ALL BY NAME
     SELECT * FROM det_idle
+    UNION ALL BY NAME
+    SELECT * FROM det_low_eff
 ),
 
 in_range AS (
     SELECT *, CAST(start_ts AS DATE) AS day
     FROM candidates
     WHERE CAST(start_ts AS DATE) >= $first_day AND CAST(start_ts AS DATE) <= $last_day
-      AND gpu_seconds > 0
+      AND (gpu_seconds > 0 OR kind = 'low_efficiency')  -- a finding without wasted GPU-s
 )
 
 SELECT

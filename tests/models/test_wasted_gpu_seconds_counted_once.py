@@ -1,0 +1,241 @@
+"""One GPU-second belongs to at most one incident (docs/detectors.md "Precedence"): hand-made
+ledgers where a gang's or a double-scheduling's GPUs are idle too, an exporter gap inside an
+idle allocation, the idle policies (zero, window, low efficiency); then the sample world and a
+realistic world summed per GPU-second."""
+
+import json
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from gpuledger.cli import main
+from models.incidents import IdlePolicy, IdleRules, build_incidents
+from models.runner import ensure_schema, read_snapshot
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
+
+ROOT = Path(__file__).resolve().parents[2]
+DAY = date(2026, 1, 5)
+
+
+def _at(h: int, m: int = 0) -> datetime:
+    return datetime(2026, 1, 5, h, m)
+
+
+@pytest.fixture
+def con():
+    c = duckdb.connect()
+    ensure_schema(c)
+    c.executemany("INSERT INTO nodes (cluster, node, gpu_model, gpu_count, gpu_index, gpu_uuid) "
+                  "VALUES ('c', ?, 'a100', 8, ?, ?)",
+                  [(n, i, f"GPU-{n}-{i}") for n in ("n1", "n2") for i in range(8)])
+    c.execute("INSERT INTO rate_card VALUES ('a100', '', '', NULL, NULL, 3.60, 'EUR'), "
+              "('a100', 'kubernetes', '', NULL, NULL, 7.20, 'EUR')")
+    yield c
+    c.close()
+
+
+def _pod(con, uid: str, gpus: int, start: datetime, end: datetime, *, node: str = "n1",
+         workload: str = "wl", namespace: str = "ns") -> None:
+    con.execute("INSERT INTO allocations (day, domain, cluster, source_key, job_id, name, node, "
+                "gpu_model, gpus, start_ts, end_ts, gpu_seconds, k8s_namespace, person) "
+                "VALUES (?, 'kubernetes', 'c', ?, ?, ?, ?, 'a100', ?, ?, ?, ?, ?, 'alice')",
+                [start.date(), uid, workload, f"pod-{uid}", node, gpus, start, end,
+                 gpus * int((end - start).total_seconds()), namespace])
+    con.execute("INSERT INTO k8s_pod_allocations (cluster, namespace, pod, uid, node, gpus, "
+                "start_ts, end_ts, scrape_interval_s) VALUES ('c', ?, ?, ?, ?, ?, ?, ?, 60)",
+                [namespace, f"pod-{uid}", uid, node, gpus, start, end])
+
+
+def _slurm(con, job: int, gpus: int, start: datetime, end: datetime, *, node: str = "n1",
+           partition: str = "gpu") -> None:
+    key = f"c:{job}:0"
+    con.execute("INSERT INTO slurm_runs (run_key, cluster, job_id, job_id_raw, partition, start, "
+                "\"end\", alloc_gpus, nodes, source_file, line_no) "
+                "VALUES (?, 'c', ?, ?, ?, ?, ?, ?, [?], 'dump', ?)",
+                [key, str(job), job, partition, start, end, gpus, node, job])
+    con.execute("INSERT INTO slurm_node_allocations (run_key, cluster, job_id, job_id_raw, "
+                "node, gpus, start, \"end\") VALUES (?, 'c', ?, ?, ?, ?, ?, ?)",
+                [key, str(job), job, node, gpus, start, end])
+    con.execute("INSERT INTO allocations (day, domain, cluster, source_key, job_id, name, node, "
+                "pool, gpu_model, gpus, start_ts, end_ts, gpu_seconds, person) VALUES "
+                "(?, 'slurm', 'c', ?, ?, 'job', ?, ?, 'a100', ?, ?, ?, ?, 'erin')",
+                [start.date(), key, str(job), node, partition, gpus, start, end,
+                 gpus * int((end - start).total_seconds())])
+
+
+def _minutes(con, gpus: list[int], start: datetime, end: datetime, busy: float, *,
+             pod: str | None = None, job: int | None = None, node: str = "n1",
+             namespace: str = "ns", skip: tuple[datetime, datetime] | None = None) -> None:
+    """dcgm-exporter minutes of ``gpus`` labelled with a pod or a Slurm job; none in ``skip``
+    (an exporter outage)."""
+    rows, t = [], start
+    while t < end:
+        if not (skip and skip[0] <= t < skip[1]):
+            rows += [("c", f"GPU-{node}-{g}", node, g, t, busy, namespace if pod else None, pod,
+                      str(job) if job else None) for g in gpus]
+        t += timedelta(minutes=1)
+    con.executemany("INSERT INTO gpu_utilization (cluster, gpu_uuid, node, gpu_index, "
+                    "bucket_start, busy_fraction, samples, namespace, pod, hpc_job) "
+                    "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)", rows)
+
+
+def _incidents(con, **kwargs) -> list[dict]:
+    build_incidents(con, DAY, DAY, **kwargs)
+    rel = con.sql("SELECT * FROM incidents ORDER BY kind, start_ts, node")
+    return [dict(zip(rel.columns, row, strict=True)) for row in rel.fetchall()]
+
+
+OVERLAP_SQL = """
+    WITH g AS (
+        SELECT incident_id, kind, unnest(gpu_uuids) AS gpu, start_ts AS s, end_ts AS e
+        FROM incidents WHERE gpu_seconds > 0 AND gpu_uuids IS NOT NULL
+    )
+    SELECT a.kind, b.kind, a.gpu,
+           sum(date_diff('second', greatest(a.s, b.s), least(a.e, b.e))) AS seconds
+    FROM g AS a
+    INNER JOIN g AS b
+        ON a.gpu = b.gpu AND a.incident_id < b.incident_id AND a.s < b.e AND b.s < a.e
+    GROUP BY ALL
+"""
+
+
+def test_a_partial_gangs_idle_gpus_are_the_gangs_not_idle_too(con):
+    con.execute("INSERT INTO kueue_workloads (uid, namespace, name, pods_wanted, admitted_at, "
+                "pods_ready_at) VALUES ('uid-late', 'ns', 'late', 3, ?, ?)", [_at(10), _at(10, 40)])
+    # two pods wait 40 minutes for the third, their GPUs idle until 11:30
+    _pod(con, "l0", 1, _at(10), _at(12), workload="late")
+    _pod(con, "l1", 1, _at(10), _at(12), workload="late", node="n2")
+    _pod(con, "l2", 1, _at(10, 40), _at(12), workload="late", node="n2")
+    _minutes(con, [0], _at(10), _at(11, 30), 0.01, pod="pod-l0")
+    _minutes(con, [0], _at(11, 30), _at(12), 0.8, pod="pod-l0")
+    _minutes(con, [1], _at(10), _at(12), 0.8, pod="pod-l1", node="n2")
+    _minutes(con, [2], _at(10, 40), _at(12), 0.8, pod="pod-l2", node="n2")
+    rows = _incidents(con)
+    gang = [r for r in rows if r["kind"] == "partial_gang"]
+    idle = [r for r in rows if r["kind"] == "idle_allocation"]
+    assert [(g["start_ts"], g["end_ts"], g["gpu_seconds"]) for g in gang] == [
+        (_at(10), _at(10, 40), 2 * 40 * 60)]
+    # the idle period 10:00-11:30 loses the gang's 40 minutes: 50 minutes are idle's
+    assert [(i["node"], i["start_ts"], i["end_ts"], i["gpu_seconds"]) for i in idle] == [
+        ("n1", _at(10, 40), _at(11, 30), 50 * 60)]
+    assert "bucket_start=2026-01-05 10:40:00" in idle[0]["evidence"]
+    assert con.execute(OVERLAP_SQL).fetchall() == []
+
+
+def test_a_double_scheduled_gpu_is_not_idle_in_the_same_seconds(con):
+    _slurm(con, 201, 2, _at(8), _at(10))
+    _pod(con, "d1", 2, _at(9), _at(10))
+    _minutes(con, [0, 1], _at(8), _at(10), 0.0, job=201)
+    _minutes(con, [0, 1], _at(9), _at(10), 0.0, pod="pod-d1")
+    rows = _incidents(con)
+    assert [(r["kind"], r["start_ts"], r["end_ts"], r["gpu_seconds"]) for r in rows] == [
+        ("double_scheduled", _at(9), _at(10), 2 * 3600),
+        ("idle_allocation", _at(8), _at(9), 2 * 3600),  # the job's idle hour before the pod
+    ]
+    assert con.execute(OVERLAP_SQL).fetchall() == []
+
+
+def test_an_exporter_gap_inside_an_idle_allocation_is_never_idle(con):
+    _pod(con, "g1", 1, _at(9), _at(13))
+    _minutes(con, [0], _at(9), _at(13), 0.0, pod="pod-g1", skip=(_at(10), _at(10, 45)))
+    for rules in (None, IdleRules(IdlePolicy(window_minutes=60, window_threshold=0.10))):
+        rows = _incidents(con, idle_rules=rules)
+        assert [(r["start_ts"], r["end_ts"], r["gpu_seconds"]) for r in rows] == [
+            (_at(9), _at(10), 3600), (_at(10, 45), _at(13), 135 * 60)]
+
+
+def test_the_window_rule_flags_long_low_phases_and_only_where_sampled(con):
+    _pod(con, "w1", 1, _at(8), _at(11))
+    _minutes(con, [0], _at(8), _at(11), 0.07, pod="pod-w1")
+    _pod(con, "w2", 1, _at(8), _at(11), node="n2")  # low too, but half its samples missing
+    _minutes(con, [0], _at(8), _at(11), 0.07, pod="pod-w2", node="n2", skip=(_at(9), _at(10)))
+    window = IdleRules(IdlePolicy(window_minutes=120, window_threshold=0.10,
+                                  efficiency_threshold=0))
+    assert _incidents(con, idle_rules=IdleRules(IdlePolicy(efficiency_threshold=0))) == []
+    [row] = _incidents(con, idle_rules=window)
+    assert (row["node"], row["start_ts"], row["end_ts"]) == ("n1", _at(8), _at(11))
+    assert "under 10.0% mean busy over 120.0-min windows" in row["detail"]
+
+
+def test_low_efficiency_is_its_own_kind_without_wasted_gpu_seconds(con):
+    _pod(con, "e1", 2, _at(8), _at(11))  # 7 % all along: slow, not idle
+    _minutes(con, [0, 1], _at(8), _at(11), 0.07, pod="pod-e1")
+    _pod(con, "e2", 1, _at(8), _at(11), node="n2")  # idle: an idle incident, nothing more
+    _minutes(con, [0], _at(8), _at(11), 0.01, pod="pod-e2", node="n2")
+    _pod(con, "e3", 1, _at(8), _at(11), node="n2")  # 7 %, but 60 % of it unseen
+    _minutes(con, [1], _at(8), _at(9, 12), 0.07, pod="pod-e3", node="n2")
+    rows = _incidents(con)
+    assert [(r["kind"], r["node"]) for r in rows] == [
+        ("idle_allocation", "n2"), ("low_efficiency", "n1")]
+    low = rows[1]
+    assert (low["gpu_seconds"], float(low["cost"]), low["start_ts"]) == (0, 0.0, _at(8))
+    assert low["share"] == pytest.approx(0.07)
+    assert "21600 GPU-s held" in low["detail"]
+    assert _incidents(con, idle_rules=IdleRules(IdlePolicy(efficiency_threshold=0.05)))[
+        -1]["kind"] == "idle_allocation"
+
+
+def test_policies_match_a_namespace_or_a_partition_first_match_wins(con):
+    _pod(con, "p1", 1, _at(8), _at(9), namespace="notebooks")
+    _minutes(con, [0], _at(8), _at(8, 45), 0.0, pod="pod-p1", namespace="notebooks")
+    _slurm(con, 301, 1, _at(8), _at(9), node="n2", partition="debug")
+    _minutes(con, [0], _at(8), _at(8, 45), 0.0, job=301, node="n2")
+    assert len(_incidents(con)) == 2  # 45 minutes at 0 %: both idle under the defaults
+    rules = IdleRules(IdlePolicy(), (
+        IdlePolicy(namespace="notebooks", zero_minutes=60),
+        IdlePolicy(cluster="c", partition="debug", zero_minutes=120),
+        IdlePolicy(cluster="c", zero_minutes=10)))  # later: never reached for those two
+    assert _incidents(con, idle_rules=rules) == []
+    rules = IdleRules(IdlePolicy(), (IdlePolicy(partition="gpu", zero_minutes=120),))
+    assert [r["slurm_job"] for r in _incidents(con, idle_rules=rules)] == [None, "301"]
+
+
+# --------------------------------------------------------------------------------------------
+# whole worlds: no GPU-second in two incidents
+
+
+def _build(world: Path, db: Path) -> None:
+    window = json.loads((world / "world.json").read_text())["window"]
+    assert main(["--db", str(db), "--config", str(world / "gpuledger.toml"), "load"]) == 0
+    assert main(["--db", str(db), "--config", str(world / "gpuledger.toml"), "build",
+                 "--start", window["start"], "--end", window["end"]]) == 0
+
+
+@pytest.fixture(scope="module")
+def realistic_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    world = tmp_path_factory.mktemp("realistic")
+    simulate(SimConfig(seed=23, days=2, nodes=NodeCounts(hpc=3, k8s=5, shared=3),
+                       realistic=True), world)
+    db = world.parent / "realistic.duckdb"
+    _build(world, db)
+    return db
+
+
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("sample") / "ledger.duckdb"
+    window = json.loads((ROOT / "sample_data" / "world.json").read_text())["window"]
+    assert main(["--db", str(db), "load-world", str(ROOT / "sample_data")]) == 0
+    assert main(["--db", str(db), "build", "--start", window["start"],
+                 "--end", window["end"]]) == 0
+    return db
+
+
+@pytest.mark.parametrize("world", ["sample_db", "realistic_db"])
+def test_no_gpu_second_is_in_two_incidents(world, request):
+    db = request.getfixturevalue(world)
+    with read_snapshot(db) as c:
+        kinds = dict(c.execute("SELECT kind, count(*) FROM incidents GROUP BY kind").fetchall())
+        assert kinds.get("idle_allocation", 0) > 0  # the check is not vacuous
+        assert c.execute(OVERLAP_SQL).fetchall() == []
+        # node-level rows name no GPUs: their pair's allocations hold no idle seconds then
+        assert c.execute("""
+            SELECT count(*) FROM incidents AS d JOIN incidents AS i
+                ON d.kind = 'double_scheduled' AND d.gpu_uuids IS NULL
+                AND i.kind = 'idle_allocation' AND i.node = d.node
+                AND (i.slurm_job = d.slurm_job OR i.k8s_workload = d.k8s_workload)
+                AND i.start_ts < d.end_ts AND d.start_ts < i.end_ts
+        """).fetchone()[0] == 0
