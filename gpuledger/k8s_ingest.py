@@ -64,6 +64,12 @@ from connectors.kubernetes.ksm import (
     pod_gpu_allocations,
     read_for_uids,
 )
+from connectors.kubernetes.ksm_gangs import (
+    JOB_SPEC_SCHEMA,
+    PENDING_POD_SCHEMA,
+    job_specs,
+    pending_gpu_pods,
+)
 from connectors.kubernetes.kueue_metrics import KueueMetrics, read_kueue_metrics
 from connectors.kubernetes.prometheus import MetricsSource
 from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA, TS, empty, label
@@ -399,6 +405,32 @@ def _store_pod_gpus(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame, cluster
         con.unregister(view)
 
 
+def _store_seen(con: duckdb.DuckDBPyConnection, table: schema.Table, frame: pl.DataFrame,
+                cluster: str) -> None:
+    """Widen (never narrow) the [first, last) seen span of each key of `table` (Job sizes,
+    pending pods): re-ingesting a window changes nothing, windows add up in any order."""
+    if frame.height == 0:
+        return
+    incoming = _conform(frame, table, cluster=cluster)
+    key = list(table.key)
+    view = _register(con, incoming)
+    try:
+        # a key may hold nulls (a Job without completions): matched null-safe
+        same = " AND ".join(f'v."{c}" IS NOT DISTINCT FROM {table.name}."{c}"' for c in key)
+        where = f"EXISTS (SELECT 1 FROM {view} AS v WHERE {same})"
+        stored = con.execute(f"SELECT * FROM {table.name} WHERE {where}").pl()
+        both = pl.concat([_conform(stored, table), incoming], how="vertical_relaxed")
+        rest = [c for c in table.column_names if c not in (*key, "first_seen", "last_seen")]
+        # samples: the most one window saw (a sum would grow with every re-ingest)
+        merged = both.sort("last_seen").group_by(key).agg(
+            pl.col("first_seen").min(), pl.col("last_seen").max(),
+            *[(pl.col(c).max() if c == "samples" else pl.col(c).drop_nulls().last())
+              for c in rest])
+        replace_rows(con, table, _conform(merged, table), where=where, atomic=False)
+    finally:
+        con.unregister(view)
+
+
 def _label_warnings(pods: pl.DataFrame) -> list[str]:
     """Pod labels that look like a Kueue queue label but are not one of those Kueue sets."""
     known = {name.removeprefix("label_") for name in KUEUE_QUEUE_LABELS}
@@ -434,6 +466,9 @@ class _Read:
     kueue_span: tuple[datetime, datetime]
     rejects: pl.DataFrame  # SAMPLE_REJECT_SCHEMA
     line_rejects: list[Reject]  # unreadable lines of an OpenMetrics file
+    # gangs from pods alone (ksm_gangs.py): Job sizes and the GPU pods waiting without a node
+    job_specs: pl.DataFrame = field(default_factory=lambda: empty(JOB_SPEC_SCHEMA))
+    pending_pods: pl.DataFrame = field(default_factory=lambda: empty(PENDING_POD_SCHEMA))
 
 
 def read_kubernetes_window(
@@ -481,6 +516,11 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
                                rejects=sink)
     capacity = node_gpu_capacity(memo, start, end, scrape_interval=interval, notes=ksm_notes,
                                  rejects=sink)
+    # the window itself (no margin): stored widened, so windows add up
+    specs = job_specs(memo, start, end, scrape_interval=interval, notes=ksm_notes,
+                      rejects=sink)
+    pending = pending_gpu_pods(memo, start, end, scrape_interval=interval, notes=ksm_notes,
+                               rejects=sink)
     warnings += [("ksm", n) for n in dict.fromkeys(ksm_notes)]
     warnings += [("ksm", n) for n in _label_warnings(pods)]
     uids = pods["uid"].drop_nulls().unique().sort().to_list()
@@ -513,7 +553,7 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
     line_rejects = list(getattr(source, "rejects", None) or [])
     return _Read(pods, phases, capacity, utilization, busy, kueue, warnings, interval,
                  (u0, u1), (d0.date(), (d1 - timedelta(days=1)).date()), (k0, k1),
-                 rejects, line_rejects)
+                 rejects, line_rejects, specs, pending)
 
 
 def ingest_kubernetes_window(
@@ -592,6 +632,8 @@ def write_kubernetes_window(
                      where="cluster = ? AND bucket_start >= ? AND bucket_start < ?",
                      params=(cluster, u0, u1), atomic=False)
         _store_pod_gpus(con, _pod_gpus(read.utilization), cluster)
+        _store_seen(con, schema.K8S_JOB_SPECS, read.job_specs, cluster)
+        _store_seen(con, schema.K8S_PENDING_PODS, read.pending_pods, cluster)
         first_day, last_day = read.busy_days
         replace_rows(con, schema.GPU_BUSY_DAILY,
                      _conform(read.busy, schema.GPU_BUSY_DAILY, cluster=cluster),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 
+from connectors.kubernetes.kube_api import snapshot_files
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import MetricsSource
 from gpuledger import k8s_ingest, scontrol_ingest, service, slurm_ingest
@@ -104,12 +105,25 @@ def _scontrol(con: duckdb.DuckDBPyConnection, folder: Path) -> str:
     return f"scontrol: {len(files)} snapshot(s) from {folder}"
 
 
+def _workloads(con: duckdb.DuckDBPyConnection, snapshot: Path,
+               gpu_resources: tuple[str, ...], cluster: str) -> object:
+    """One Workload snapshot, or a folder of time-named ones in the order taken (the history
+    then keeps the Workloads deleted between them, gpuledger/workload_history.py)."""
+    if not snapshot.is_dir():
+        return service.import_workloads(con, snapshot, gpu_resources=gpu_resources,
+                                        cluster=cluster)
+    files = snapshot_files(snapshot)
+    for _, path in files:
+        service.import_workloads(con, path, gpu_resources=gpu_resources, cluster=cluster)
+    return f"workloads: {len(files)} snapshot(s) from {snapshot}"
+
+
 def _cluster_steps(c: ClusterSite, gpu_resources: tuple[str, ...]) -> list[Step]:
     steps: list[Step] = []
     if c.kueue is not None and c.kueue.snapshot is not None:
         snapshot = c.kueue.snapshot
-        steps.append(("workloads", lambda con: service.import_workloads(
-            con, snapshot, gpu_resources=gpu_resources, cluster=c.name)))
+        steps.append(("workloads", lambda con: _workloads(con, snapshot, gpu_resources,
+                                                          c.name)))
     s = c.slurm
     if s is not None and s.mode == "dump" and s.dump is not None:
         limits = slurm_limits(s)

@@ -321,7 +321,8 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
     run.kueue_snapshots.close()
     incidents = run.truth.close()
     sreport = run.sreport.write(out_dir / "sreport", cfg.cluster, world.nodes)
-    write_site_file(cfg, out_dir, scontrol_written=run.scontrol.files > 0)
+    write_site_file(cfg, out_dir, scontrol_written=run.scontrol.files > 0,
+                    kueue_snapshots_written=run.kueue_snapshots.files > 0)
     gpu_hours = {k: round(v / 3600, 3) for k, v in sorted(run.truth.gpu_seconds_by_domain.items())}
     files = tuple(sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*")
                          if p.is_file() and is_output_file(p.relative_to(out_dir).as_posix())))

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from simulator.config import SimConfig
+from simulator.kueue_snapshots import SNAPSHOT_DIR
 from simulator.outputs import open_output
 from simulator.timefmt import iso_z
 
@@ -16,9 +17,12 @@ def _q(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
 
 
-def site_text(cfg: SimConfig, *, scontrol_written: bool) -> str:
+def site_text(cfg: SimConfig, *, scontrol_written: bool,
+              kueue_snapshots_written: bool = False) -> str:
     """The site file of a world written with ``cfg`` (``scontrol_written``: whether any
-    ``slurm/scontrol-*.txt`` snapshot was written)."""
+    ``slurm/scontrol-*.txt`` snapshot was written; ``kueue_snapshots_written``: whether the
+    time-named Workload snapshots of ``kueue/snapshots/`` were, then ``[kueue] snapshot`` names
+    that folder so the Workload history keeps the Workloads deleted in the window)."""
     gz = ".gz" if cfg.gzip_all else ""
     lines = [
         "# A simulated world as a site (docs/site-file.md), written by the simulator: every",
@@ -52,11 +56,13 @@ def site_text(cfg: SimConfig, *, scontrol_written: bool) -> str:
         name = "metrics.om.gz" if cfg.gzip_om else "metrics.om"
         lines += ["", f"[gpuledger.clusters.{cfg.cluster}.prometheus]",
                   f"openmetrics = {_q('prometheus/' + name)}"]
-    lines += ["", f"[gpuledger.clusters.{cfg.cluster}.kueue]",
-              f"snapshot = {_q('kueue/workloads.json' + gz)}"]
+    snapshot = SNAPSHOT_DIR if kueue_snapshots_written else "kueue/workloads.json" + gz
+    lines += ["", f"[gpuledger.clusters.{cfg.cluster}.kueue]", f"snapshot = {_q(snapshot)}"]
     return "\n".join(lines) + "\n"
 
 
-def write_site_file(cfg: SimConfig, out_dir: Path, *, scontrol_written: bool) -> None:
+def write_site_file(cfg: SimConfig, out_dir: Path, *, scontrol_written: bool,
+                    kueue_snapshots_written: bool = False) -> None:
     with open_output(out_dir / SITE_FILE, compress=False) as fh:
-        fh.write(site_text(cfg, scontrol_written=scontrol_written))
+        fh.write(site_text(cfg, scontrol_written=scontrol_written,
+                           kueue_snapshots_written=kueue_snapshots_written))

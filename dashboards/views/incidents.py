@@ -7,8 +7,10 @@ import streamlit as st
 
 from dashboards import charts, data
 from dashboards.common import day_range_picker, freshness_line, hours, money
+from models.incidents import KINDS
 
-KINDS = ("double_scheduled", "partial_gang", "idle_allocation")
+# findings that waste nothing by the rules (docs/detectors.md): counted, never costed
+NOT_WASTE = frozenset({"low_efficiency"})
 MARGIN = timedelta(hours=1)
 
 
@@ -65,8 +67,9 @@ else:
     for col, kind in zip(cols, KINDS, strict=False):
         row = by_kind.filter(pl.col("kind") == kind)
         count = int(row["incidents"][0]) if row.height else 0
-        col.metric(kind.replace("_", " ").capitalize(), f"{count:,}",
-                   f"{hours(row['gpu_hours'][0] if row.height else 0)} GPU-h",
+        wasted = ("a finding, not waste" if kind in NOT_WASTE
+                  else f"{hours(row['gpu_hours'][0] if row.height else 0)} GPU-h")
+        col.metric(kind.replace("_", " ").capitalize(), f"{count:,}", wasted,
                    delta_color="off", delta_arrow="off")
     costs = incidents.group_by("currency").agg(pl.col("cost").sum().alias("amount"))
     cols[-1].metric("Wasted cost", money(costs.sort("currency")))

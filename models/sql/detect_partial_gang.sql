@@ -1,20 +1,25 @@
 -- detect_partial_gang
--- Grain: one row per partial start of a gang: an attempt of a Kueue Workload whose pod sets need
---   N > 1 pods (pods_wanted: the pod-set counts, or the admitted count under partial
---   admission) during which only k < N of its pods ran while holding GPUs, from its first pod's
---   start until all N ran, or until the attempt ended without them (evicted, e.g.
---   PodsReadyTimeout, and requeued).
+-- Grain: one row per partial start of a gang: an attempt of a gang of N > 1 pods during which
+--   only k < N of its pods ran while holding GPUs, from its first pod's start until all N ran,
+--   or until the attempt ended without them (evicted, e.g. PodsReadyTimeout, and requeued).
+-- A gang is the pods of one owner: their Kueue Workload where one is known (kueue_workloads,
+--   the Workload history included; N = the pod-set counts, or the admitted count under partial
+--   admission), else their JobSet (label jobset.sigs.k8s.io/jobset-name; N = the sum of its
+--   Jobs' sizes), else their Job (label batch.kubernetes.io/job-name, else kube_pod_owner; N =
+--   kube_job_spec_parallelism when it equals kube_job_spec_completions: every pod needed at
+--   once; k8s_job_specs, the value seen while its pods ran). A gang without a Workload is
+--   partial only while a member waits Pending without a node (k8s_pending_pods).
 -- Parameters: $scan_first, $scan_last (DATE, inclusive: the allocation days read),
 --   $tolerance_seconds (pod starts are known to one scrape interval), $gang_grace_seconds
 --   (normal start-up: partial phases no longer than this are not incidents).
--- Method: an event sweep per Workload over its pods' ledger intervals (starts +1 pod, ends -1,
+-- Method: an event sweep per gang over its pods' ledger intervals (starts +1 pod, ends -1,
 --   O(n log n)); an attempt is a maximal period with at least one pod running. Wasted
 --   GPU-seconds: the GPUs held by the running pods x the time of the partial phase.
 -- Decision: the phase is an incident when its length is surely above the grace: Kueue's own
 --   PodsReady - Admitted times when the Workload's (last) admission is this attempt and it became
 --   ready, else the measured length minus one scrape interval.
 -- Columns: the candidate layout of detect_incidents.sql.
-WITH workloads AS (
+WITH all_workloads AS (
     SELECT * FROM (
         SELECT
             uid, namespace, name, admitted_at, pods_ready_at, eviction_reasons, evicted_reason,
@@ -28,14 +33,127 @@ WITH workloads AS (
             END AS pods_wanted
         FROM kueue_workloads
     )
-    WHERE pods_wanted > 1
+),
+
+pod_meta AS (
+    -- a pod's owner and labels (the same on every interval of its uid)
+    SELECT cluster, uid, any_value(owner_kind) AS owner_kind, any_value(owner_name) AS owner_name,
+        any_value(labels) AS labels
+    FROM k8s_pod_allocations
+    GROUP BY cluster, uid
+),
+
+members AS (
+    -- the GPU pod pieces of the days read, with their Workload (if any) and owners
+    SELECT a.*, w.uid AS wl_uid, w.pods_wanted AS wl_wanted,
+        json_extract_string(m.labels, '$.jobset_sigs_k8s_io_jobset_name') AS jobset_name,
+        coalesce(json_extract_string(m.labels, '$.batch_kubernetes_io_job_name'),
+            CASE WHEN m.owner_kind = 'Job' THEN m.owner_name END) AS owner_job
+    FROM allocations AS a
+    LEFT JOIN all_workloads AS w ON w.namespace = a.k8s_namespace AND w.name = a.job_id
+    LEFT JOIN pod_meta AS m ON m.cluster = a.cluster AND m.uid = a.source_key
+    WHERE a.domain = 'kubernetes' AND a.day >= $scan_first AND a.day <= $scan_last
+),
+
+waiting AS (
+    -- GPU pods Pending without a node: the missing members
+    SELECT cluster, uid, namespace, pod, first_seen, last_seen,
+        json_extract_string(labels, '$.jobset_sigs_k8s_io_jobset_name') AS jobset_name,
+        coalesce(json_extract_string(labels, '$.batch_kubernetes_io_job_name'),
+            CASE WHEN owner_kind = 'Job' THEN owner_name END) AS owner_job
+    FROM k8s_pending_pods
+    WHERE last_seen >= CAST($scan_first AS TIMESTAMP)
+        AND first_seen < CAST($scan_last AS TIMESTAMP) + INTERVAL 1 DAY
+),
+
+job_spans AS (
+    SELECT cluster, k8s_namespace AS namespace, owner_job, min(start_ts) AS first_start,
+        max(end_ts) AS last_end
+    FROM members
+    WHERE wl_uid IS NULL AND owner_job IS NOT NULL
+    GROUP BY ALL
+),
+
+job_sizes AS (
+    -- the Job's spec seen at its first pod's start, else the first seen while its pods ran;
+    -- a gang only when every pod is needed at once (completions = parallelism)
+    SELECT cluster, namespace, owner_job,
+        CASE WHEN completions = parallelism THEN parallelism END AS size
+    FROM (
+        SELECT j.cluster, j.namespace, j.owner_job,
+            arg_min(s.parallelism, (NOT (s.first_seen <= j.first_start), s.first_seen))
+                AS parallelism,
+            arg_min(s.completions, (NOT (s.first_seen <= j.first_start), s.first_seen))
+                AS completions
+        FROM job_spans AS j
+        INNER JOIN k8s_job_specs AS s
+            ON s.cluster = j.cluster AND s.namespace = j.namespace AND s.job_name = j.owner_job
+            AND s.first_seen < j.last_end AND s.last_seen > j.first_start
+        GROUP BY ALL
+    )
+),
+
+jobset_sizes AS (
+    -- a JobSet's size: the sum of its Jobs' (each of its Jobs seen running or waiting)
+    SELECT g.cluster, g.namespace, g.jobset_name,
+        CASE WHEN count(js.size) = count(*) THEN sum(js.size) END AS size
+    FROM (
+        SELECT DISTINCT cluster, k8s_namespace AS namespace, jobset_name, owner_job
+        FROM members WHERE wl_uid IS NULL AND jobset_name IS NOT NULL
+        UNION
+        SELECT DISTINCT cluster, namespace, jobset_name, owner_job
+        FROM waiting WHERE jobset_name IS NOT NULL
+    ) AS g
+    LEFT JOIN job_sizes AS js
+        ON js.cluster = g.cluster AND js.namespace = g.namespace AND js.owner_job = g.owner_job
+    GROUP BY ALL
 ),
 
 pods AS (
-    SELECT a.*, w.uid AS workload_uid, w.pods_wanted
-    FROM allocations AS a
-    INNER JOIN workloads AS w ON w.namespace = a.k8s_namespace AND w.name = a.job_id
-    WHERE a.domain = 'kubernetes' AND a.day >= $scan_first AND a.day <= $scan_last
+    -- every piece with its gang: gang_key, the gang's name and its size
+    SELECT * FROM (
+        SELECT m.*,
+            CASE WHEN m.wl_uid IS NOT NULL THEN 'Workload'
+                WHEN m.jobset_name IS NOT NULL THEN 'JobSet'
+                WHEN m.owner_job IS NOT NULL THEN 'Job' END AS gang_kind,
+            CASE WHEN m.wl_uid IS NOT NULL THEN m.wl_uid
+                ELSE m.cluster || '/' || m.k8s_namespace || '/'
+                    || coalesce(m.jobset_name, m.owner_job) END AS workload_uid,
+            coalesce(m.jobset_name, m.owner_job) AS gang_name,
+            CASE WHEN m.wl_uid IS NOT NULL THEN m.wl_wanted
+                WHEN m.jobset_name IS NOT NULL THEN jss.size
+                ELSE js.size END AS pods_wanted
+        FROM members AS m
+        LEFT JOIN job_sizes AS js
+            ON m.wl_uid IS NULL AND m.jobset_name IS NULL AND js.cluster = m.cluster
+            AND js.namespace = m.k8s_namespace AND js.owner_job = m.owner_job
+        LEFT JOIN jobset_sizes AS jss
+            ON m.wl_uid IS NULL AND jss.cluster = m.cluster AND jss.namespace = m.k8s_namespace
+            AND jss.jobset_name = m.jobset_name
+    )
+    WHERE pods_wanted > 1
+),
+
+workloads AS (
+    -- one row per gang: its Workload's fields where it has one
+    SELECT p.workload_uid AS uid, any_value(p.gang_kind) AS gang_kind,
+        any_value(p.gang_name) AS gang_name, any_value(p.pods_wanted) AS pods_wanted,
+        any_value(p.k8s_namespace) AS namespace,
+        coalesce(any_value(w.name), any_value(p.gang_name)) AS name,
+        any_value(w.admitted_at) AS admitted_at, any_value(w.pods_ready_at) AS pods_ready_at,
+        any_value(w.eviction_reasons) AS eviction_reasons
+    FROM pods AS p
+    LEFT JOIN all_workloads AS w ON w.uid = p.wl_uid
+    GROUP BY p.workload_uid
+),
+
+gang_waiting AS (
+    -- the waiting members of the gangs without a Workload
+    SELECT g.uid AS workload_uid, x.uid AS pod_uid, x.first_seen, x.last_seen
+    FROM workloads AS g
+    INNER JOIN waiting AS x
+        ON g.gang_kind <> 'Workload'
+        AND g.uid = x.cluster || '/' || x.namespace || '/' || coalesce(x.jobset_name, x.owner_job)
 ),
 
 candidates AS (
@@ -137,11 +255,23 @@ partial AS (
 ),
 
 flagged AS (
-    SELECT *
-    FROM partial
-    WHERE CASE WHEN kueue_knows THEN ready_lag_seconds
-            ELSE date_diff('second', attempt_start, phase_end) - $tolerance_seconds
+    SELECT pa.*, wt.pod_uid AS waiting_uid, wt.first_seen AS waiting_since
+    FROM partial AS pa
+    INNER JOIN workloads AS g ON g.uid = pa.workload_uid
+    -- without a Workload, a member must be seen waiting (Pending, no node) in the phase
+    LEFT JOIN (
+        SELECT p.workload_uid, p.attempt_no,
+            arg_min(x.pod_uid, x.first_seen) AS pod_uid, min(x.first_seen) AS first_seen
+        FROM partial AS p
+        INNER JOIN gang_waiting AS x
+            ON x.workload_uid = p.workload_uid
+            AND x.first_seen < p.phase_end AND x.last_seen > p.attempt_start
+        GROUP BY ALL
+    ) AS wt USING (workload_uid, attempt_no)
+    WHERE CASE WHEN pa.kueue_knows THEN pa.ready_lag_seconds
+            ELSE date_diff('second', pa.attempt_start, pa.phase_end) - $tolerance_seconds
           END > $gang_grace_seconds
+        AND (g.gang_kind = 'Workload' OR wt.pod_uid IS NOT NULL)
 ),
 
 held AS (
@@ -200,7 +330,17 @@ SELECT
         || CASE WHEN f.kueue_knows
             THEN '; Kueue: PodsReady ' || f.ready_lag_seconds || ' s after admission'
             ELSE '' END AS detail,
-    'kueue_workloads{uid=' || w.uid || '}; ' || array_to_string(h.refs, '; ') AS evidence
+    CASE WHEN w.gang_kind = 'Workload' THEN 'kueue_workloads{uid=' || w.uid || '}'
+        WHEN w.gang_kind = 'Job' THEN 'k8s_job_specs{cluster='
+            || (SELECT any_value(cluster) FROM pods WHERE pods.workload_uid = f.workload_uid)
+            || ',namespace=' || w.namespace || ',job_name=' || w.gang_name || '}'
+        ELSE 'k8s_pod_allocations{labels.jobset_sigs_k8s_io_jobset_name=' || w.gang_name || '}'
+    END
+        || coalesce('; k8s_pending_pods{cluster='
+            || (SELECT any_value(cluster) FROM pods WHERE pods.workload_uid = f.workload_uid)
+            || ',uid=' || f.waiting_uid || '} waiting since '
+            || strftime(f.waiting_since, '%Y-%m-%d %H:%M:%S'), '')
+        || '; ' || array_to_string(h.refs, '; ') AS evidence
 FROM flagged AS f
 INNER JOIN held AS h USING (workload_uid, attempt_no)
 INNER JOIN workloads AS w ON w.uid = f.workload_uid

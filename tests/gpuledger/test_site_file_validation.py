@@ -146,11 +146,12 @@ def test_the_documented_examples_are_valid_site_files(tmp_path: Path):
     from gpuledger import site as site_module
     tables = (site_module.Site, site_module.ClusterSite, site_module.SlurmSite,
               site_module.PrometheusSite, site_module.KueueSite, site_module.ReferenceSite,
-              site_module.ScheduleSite)
+              site_module.ScheduleSite, site_module.QualitySite)
     structural = {"path", "clusters", "reference", "schedules", "name", "slurm", "prometheus",
-                  "kueue"}
+                  "kueue", "idle", "quality"}  # idle: its keys are in "Idle policies"
     missing = [f"{t.__name__}.{f.name}" for t in tables for f in fields(t)
-               if f.name not in structural and f"\n{f.name} =" not in blocks[0]]
+               if f.name not in structural and f"\n{f.name} =" not in blocks[0]
+               and f"\n# {f.name} =" not in blocks[0]]  # a key off by default, shown commented
     assert missing == []
     assert [c.prometheus.selector for c in thanos.clusters] == [  # type: ignore[union-attr]
         'cluster="east"', 'cluster="west", tenant!="test"']
