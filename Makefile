@@ -7,7 +7,7 @@ PORT ?= 8501
 export GPULEDGER_DB ?= data/gpuledger.duckdb
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
-.PHONY: demo test lint bench services dashboard clean
+.PHONY: demo test lint bench services dashboard clean schema-doc
 
 $(STAMP): pyproject.toml constraints.txt
 	@bash scripts/bootstrap-venv.sh $(VENV)
@@ -15,9 +15,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: $(STAMP)
 	@mkdir -p $(DAGSTER_HOME) data
-	@test -f $(DAGSTER_HOME)/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
-	GPULEDGER_SAMPLE_DATA=sample_data $(PY) -m pipelines.materialize $$($(PY) -m gpuledger.partitions sample_data)
-	@echo "Dagster UI: DAGSTER_HOME=$(DAGSTER_HOME) $(VENV)/bin/dagster dev  (then open http://localhost:3000)"
+	@grep -qs '^concurrency:' $(DAGSTER_HOME)/dagster.yaml || cp pipelines/dagster.yaml $(DAGSTER_HOME)/dagster.yaml  # gpuledger_ledger pool: 1 slot
+	GPULEDGER_CONFIG=sample_data/gpuledger.toml $(PY) -m pipelines.materialize $$($(PY) -m gpuledger.partitions sample_data/gpuledger.toml)
+	@echo "Dagster UI: GPULEDGER_CONFIG=sample_data/gpuledger.toml DAGSTER_HOME=$(DAGSTER_HOME) $(VENV)/bin/dagster dev  (then open http://localhost:3000)"
 	$(VENV)/bin/gpuledger dashboard --port $(PORT)
 
 services:
@@ -31,6 +31,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
+
+# the table reference at the end of docs/schema.md, from models/schema.py
+schema-doc: $(STAMP)
+	$(PY) -m scripts.schema_doc
 
 clean:
 	rm -rf data reports .dagster_home

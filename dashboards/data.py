@@ -244,7 +244,7 @@ USAGE_COLUMNS = ("busy_gpu_hours", "idle_gpu_hours", "measured_gpu_hours")
 def chargeback_periods(kind: str) -> pl.DataFrame:
     """The periods of one kind that have invoice lines, newest first."""
     return query(
-        "SELECT DISTINCT period, period_start FROM chargeback_periods "
+        "SELECT DISTINCT period, period_start FROM invoice_lines "
         f"WHERE period_kind = $kind AND {_scope()} ORDER BY period_start DESC",
         _scoped(kind=kind),
     )
@@ -277,13 +277,27 @@ def chargeback_lines(kind: str, first: date, end: date, domains: list[str],
     return query(
         "SELECT period_kind, period, period_start, cost_centre, team, person, domain, "
         "gpu_model, rate_valid_from, rate_per_gpu_hour, currency, gpu_seconds, gpu_hours, "
-        f"{usage}, allocations, amount FROM chargeback_periods "
+        # invoice_lines: a closed week's day and week lines as frozen at its close
+        # provisional: the mark of models/schema.py's invoice_lines (data-quality gate)
+        f"{usage}, allocations, amount, provisional, provisional_reasons FROM invoice_lines "
         "WHERE period_kind = $kind AND period_start >= $first AND period_start < $end "
         "AND (len($domains::VARCHAR[]) = 0 OR list_contains($domains::VARCHAR[], domain)) "
         "AND (len($models::VARCHAR[]) = 0 OR list_contains($models::VARCHAR[], gpu_model)) "
         f"AND {_scope()} "
         "ORDER BY cost_centre, team, person, domain, gpu_model, period_start, rate_valid_from",
         _scoped(kind=kind, first=first, end=end, domains=list(domains), models=list(gpu_models)),
+    )
+
+
+def provisional_days(first: date, end: date) -> pl.DataFrame:
+    """The provisional (cluster, day) rows of ``[first, end)`` with their reasons (cluster-wide:
+    unrestricted viewers only; a restricted viewer sees the reasons on its own lines)."""
+    _cluster_wide()
+    return query(
+        "SELECT day, cluster, sample_coverage, longest_scrape_gap_minutes, attributed_share, "
+        "unknown_nodes, sreport_difference, k8s_rejects, reasons FROM data_quality_days "
+        "WHERE provisional AND day >= $first AND day < $end ORDER BY day, cluster",
+        {"first": first, "end": end},
     )
 
 

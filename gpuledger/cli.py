@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,17 +16,20 @@ import duckdb
 
 from connectors.errors import SourceError
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from connectors.kubernetes.prometheus import MetricsSource, PrometheusConfig, PrometheusHttpSource
-from connectors.kubernetes.workload_api import fetch_workload_snapshot
-from connectors.slurm.commands import CommandRunner
-from gpuledger import k8s_ingest, scontrol_ingest, service, slurm_ingest
-from gpuledger.config import DEFAULT_GPU_RESOURCES, Settings, load_settings
+from connectors.kubernetes.prometheus import MetricsSource, PrometheusHttpSource
+from gpuledger import cli_sources, k8s_ingest, scontrol_ingest, service, site_load, slurm_ingest
+from gpuledger.config import Settings, load_settings
 from gpuledger.nodenames import set_node_aliases
 from gpuledger.progress import Progress
-from gpuledger.simulate.cli_args import add_arguments as add_simulate_arguments
-from gpuledger.simulate.cli_args import run_from_args as run_simulation
+from gpuledger.site import Site
 from models import build
-from models.incidents import DEFAULT_IDLE_MIN_MINUTES, DEFAULT_IDLE_THRESHOLD, build_incidents
+from models.incidents import (
+    DEFAULT_IDLE_MIN_MINUTES,
+    DEFAULT_IDLE_THRESHOLD,
+    build_incidents,
+    idle_rules_with,
+)
+from models.quality import build_data_quality
 from models.runner import LedgerIncomplete, PublishFailed, connect, publish_snapshot
 
 EXIT_OK = 0
@@ -36,7 +38,10 @@ EXIT_USAGE = 2
 BUILD_CHUNK_DAYS = 7
 # commands that load sources: the configured node aliases are put in the ledger first
 WRITING_COMMANDS = frozenset({"import-sacct", "import-scontrol", "import-workloads",
-                              "import-identity", "load-world", "ingest"})
+                              "import-identity", "load", "load-world", "ingest",
+                              "import-nodes", "import-reference"})
+# the Kubernetes day loop (one for `load`, `ingest kubernetes` and Dagster's callers)
+_ingest_kubernetes_days = site_load.ingest_kubernetes_days
 
 
 
@@ -58,6 +63,38 @@ def cmd_import_identity(args: argparse.Namespace, settings: Settings) -> int:
     return _with_ledger(settings, service.import_identity_map, Path(args.file))
 
 
+def cmd_import_nodes(args: argparse.Namespace, settings: Settings) -> int:
+    from gpuledger import reference_ingest
+
+    site = settings.site
+    cluster = args.cluster or str(settings.extra.get("cluster") or "") or (
+        site.clusters[0].name if site is not None and site.clusters else "default")
+    return _with_ledger(settings, reference_ingest.import_nodes_file, Path(args.file), cluster)
+
+
+def cmd_import_accounts(args: argparse.Namespace, settings: Settings) -> int:
+    return _with_ledger(settings, service.import_accounts, Path(args.file))
+
+
+def cmd_import_rate_card(args: argparse.Namespace, settings: Settings) -> int:
+    return _with_ledger(settings, service.import_rate_card, Path(args.file))
+
+
+def cmd_import_reference(args: argparse.Namespace, settings: Settings) -> int:
+    """The site's sources (scontrol, sacctmgr, KSM), read with the ledger closed, then the
+    reference files as overrides (gpuledger/reference_ingest.py)."""
+    from gpuledger import reference_ingest
+
+    site = _site(settings, "import-reference")
+    names = [c.name for c in cli_sources.clusters(site, args.cluster)]
+    result = reference_ingest.import_reference(site, lambda: connect(settings.db),
+                                               clusters=names)
+    with connect(settings.db) as con:
+        publish_snapshot(con, settings.db)
+    print(result.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_import_workloads(args: argparse.Namespace, settings: Settings) -> int:
     return _with_ledger(settings, _load_workloads(settings), Path(args.file))
 
@@ -68,101 +105,37 @@ def _load_workloads(settings: Settings) -> Callable[..., service.LoadResult]:
     return functools.partial(service.import_workloads, gpu_resources=settings.gpu_resources)
 
 
-def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
-    world_dir = Path(args.world)
-    world = service.read_world(world_dir)
-    cluster = str(world.get("cluster", "default"))
-    steps: list[tuple[str, Callable[..., service.LoadResult], tuple[object, ...]]] = [
-        ("nodes", service.import_nodes, (world_dir / "nodes.csv", cluster)),
-        ("identity map", service.import_identity_map, (world_dir / "identity_map.csv",)),
-        ("accounts", service.import_accounts, (world_dir / "accounts.csv",)),
-        ("rate card", service.import_rate_card, (world_dir / "rate_card.csv",)),
-        ("workloads", _load_workloads(settings), (world_dir / "kueue" / "workloads.json",)),
-    ]
-    sacct = world_dir / "sacct" / "sacct-unitsep-epoch.txt"
-    metrics = _world_metrics(world_dir) if "window" in world else None
-    total = len(steps) + (1 if sacct.exists() else 0) + (1 if metrics is not None else 0)
-    with connect(settings.db) as con:
-        for number, (label, load, load_args) in enumerate(steps, start=1):
-            print(f"[{number}/{total}] loading {label}", file=sys.stderr)
-            _report(load(con, *load_args))
-        number = len(steps)
-        if sacct.exists():
-            number += 1
-            print(f"[{number}/{total}] loading sacct", file=sys.stderr)
-            end = _parse_time(str(world["window"]["end"])) if "window" in world else None
-            result = slurm_ingest.import_sacct_file(
-                con, sacct, observed_until=end, limits=slurm_ingest.configured_limits(settings))
-            print(result.summary(), file=sys.stderr)
-            util = world_dir / "sreport" / "cluster-utilization.txt"
-            accounts = world_dir / "sreport" / "account-utilization-by-user.txt"
-            if util.exists() and accounts.exists():
-                rows = slurm_ingest.store_sreport(
-                    con, util.read_text(encoding="utf-8"),
-                    accounts.read_text(encoding="utf-8"), source=str(util.parent))
-                print(f"sreport: {rows[0]} utilization rows, {rows[1]} account rows",
-                      file=sys.stderr)
-        # `scontrol show job -d` snapshots, where a site collected them (docs/slurm.md)
-        for snapshot in sorted((world_dir / "slurm").glob("scontrol-*.txt")):
-            print(scontrol_ingest.import_scontrol_file(con, snapshot).summary(), file=sys.stderr)
-        if metrics is not None:
-            number += 1
-            print(f"[{number}/{total}] loading Kubernetes metrics ({metrics.name})",
-                  file=sys.stderr)
-            _ingest_kubernetes_days(  # the Workloads were loaded above (step "workloads")
-                con, OpenMetricsFileSource(metrics), _parse_time(str(world["window"]["start"])),
-                _parse_time(str(world["window"]["end"])), cluster=cluster,
-                lookback=k8s_ingest.DEFAULT_LOOKBACK, scrape_interval=None,
-                workloads=None, indent="  ", max_warnings=2,
-            )
-        publish_snapshot(con, settings.db)
+def _site(settings: Settings, command: str) -> Site:
+    if settings.site is None:
+        msg = (f"expected a site file for `{command}` (--config FILE, GPULEDGER_CONFIG or "
+               "./gpuledger.toml with [gpuledger.clusters.<name>] tables; docs/site-file.md), "
+               "found none")
+        raise ValueError(msg)
+    return settings.site
+
+
+def cmd_load(args: argparse.Namespace, settings: Settings) -> int:
+    site = _site(settings, "load")
+    names = [c.name for c in cli_sources.clusters(site, args.cluster)]
+    site_load.load_site_files(site, settings.db, clusters=names,
+                              gpu_resources=settings.gpu_resources)
     return EXIT_OK
 
 
-def _world_metrics(world_dir: Path) -> Path | None:
-    for name in ("metrics.om", "metrics.om.gz"):
-        path = world_dir / "prometheus" / name
-        if path.is_file():
-            return path
-    return None
-
-
-def _ingest_kubernetes_days(
-    ledger: duckdb.DuckDBPyConnection | Callable[[], AbstractContextManager],
-    source: MetricsSource, start: datetime, end: datetime, *,
-    cluster: str, lookback: timedelta, scrape_interval: timedelta | None,
-    workloads: Path | None, indent: str = "", max_warnings: int = 8,
-    gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES,
-) -> None:
-    """Ingest ``[start, end)`` day by day (progress lines on stderr), then the Workloads.
-
-    `ledger` is an open connection, or a function opening one: then each day is read from the
-    source with the ledger closed and written in a short transaction (one writer at a time: a
-    slow Prometheus never holds the ledger's lock).
-    """
-    def opened() -> AbstractContextManager:
-        return nullcontext(ledger) if isinstance(ledger, duckdb.DuckDBPyConnection) else ledger()
-
-    days = k8s_ingest.daily_windows(start, end)
-    progress = Progress(len(days))
-    for day_start, day_end in days:
-        progress.start(f"{indent}prometheus {day_start:%Y-%m-%d}")
-        read = k8s_ingest.read_kubernetes_window(
-            source, day_start, day_end, lookback=lookback, scrape_interval=scrape_interval,
-            gpu_resources=gpu_resources,
-        )
-        with opened() as con:
-            load = k8s_ingest.write_kubernetes_window(con, read, source, day_start, day_end,
-                                                      cluster=cluster)
-        text = load.summary(max_warnings)
-        progress.note(f"{indent}  " + text.replace("\n", f"\n{indent}  "))
-        progress.advance()
-    progress.finish()
-    if workloads is not None:
-        with opened() as con:
-            result = k8s_ingest.import_workload_conditions(con, workloads,
-                                                           gpu_resources=gpu_resources)
-        print(f"{indent}{result.summary()}", file=sys.stderr)
+def cmd_load_world(args: argparse.Namespace, settings: Settings) -> int:
+    """Deprecated: ``load-world DIR`` is ``load --config DIR/gpuledger.toml``."""
+    path = Path(args.world) / "gpuledger.toml"
+    if not path.is_file():
+        msg = (f"expected a site file {path} (load-world DIR means load --config "
+               "DIR/gpuledger.toml), found none")
+        raise FileNotFoundError(msg)
+    print(f"gpuledger load-world: deprecated, use `gpuledger load --config {path}`",
+          file=sys.stderr)
+    settings = load_settings(path, db=args.db)
+    if settings.node_aliases:
+        with connect(settings.db) as con:
+            set_node_aliases(con, settings.node_aliases)
+    return cmd_load(argparse.Namespace(cluster=None), settings)
 
 
 def _parse_time(text: str) -> datetime:
@@ -199,99 +172,78 @@ def cmd_import_scontrol(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_ingest_slurm(args: argparse.Namespace, settings: Settings) -> int:
-    runner = CommandRunner.from_prefix(settings.sacct_prefix, timeout_s=args.timeout)
     start, end = _parse_time(args.start), _parse_time(args.end)
     days = slurm_ingest.daily_windows(start, end)
-    limits = slurm_ingest.configured_limits(settings)
-    with connect(settings.db) as con:
-        progress = Progress(len(days))
-        for day_start, day_end in days:
-            progress.start(f"sacct {day_start:%Y-%m-%d}")
-            result = slurm_ingest.ingest_slurm_window(
-                con, runner, day_start, day_end, lookback=timedelta(hours=args.lookback_hours),
-                limits=limits,
-            )
-            progress.note("  " + result.summary().replace("\n", "\n  "))
-            if not args.no_sreport:
-                util, accounts = slurm_ingest.ingest_sreport(con, runner, day_start, day_end)
-                progress.note(f"  sreport: {util} utilization rows, {accounts} account rows")
-            progress.advance()
-        progress.finish()
-        publish_snapshot(con, settings.db)
+    for label, runner, limits, lookback_hours, sreport in cli_sources.slurm_sources(args, settings):
+        with connect(settings.db) as con:
+            progress = Progress(len(days))
+            for day_start, day_end in days:
+                progress.start(f"{label}sacct {day_start:%Y-%m-%d}")
+                result = slurm_ingest.ingest_slurm_window(
+                    con, runner, day_start, day_end, lookback=timedelta(hours=lookback_hours),
+                    limits=limits,
+                )
+                progress.note("  " + result.summary().replace("\n", "\n  "))
+                if sreport:
+                    util, accounts = slurm_ingest.ingest_sreport(con, runner, day_start,
+                                                                 day_end)
+                    progress.note(f"  sreport: {util} utilization rows, {accounts} account "
+                                  "rows")
+                progress.advance()
+            progress.finish()
+            publish_snapshot(con, settings.db)
     return EXIT_OK
-
-
-def _prometheus_config(args: argparse.Namespace, settings: Settings) -> PrometheusConfig:
-    """Flags over the config file's ``prometheus_*`` keys (``[gpuledger]`` table)."""
-    extra = settings.extra
-
-    def pick(flag: object, key: str) -> object:
-        return flag if flag not in (None, "", []) else extra.get(key)
-
-    def path(value: object) -> Path | None:
-        return Path(str(value)) if value else None
-
-    url = args.prometheus_url or settings.prometheus_url
-    if not url:
-        msg = "expected --prometheus-url (or prometheus_url / GPULEDGER_PROMETHEUS_URL)"
-        raise ValueError(msg)
-    headers: dict[str, str] = {str(k): str(v) for k, v in
-                               dict(extra.get("prometheus_headers") or {}).items()}
-    for text in args.header or []:
-        name, sep, value = text.partition(":")
-        if not sep or not name.strip():
-            msg = f"expected --header 'Name: value', found {text!r}"
-            raise ValueError(msg)
-        headers[name.strip()] = value.strip()
-    return PrometheusConfig(
-        url=url,
-        bearer_token_file=path(pick(args.bearer_token_file, "prometheus_bearer_token_file")),
-        basic_auth_user=pick(args.basic_auth_user, "prometheus_basic_auth_user") or None,
-        basic_auth_password_file=path(pick(args.basic_auth_password_file,
-                                           "prometheus_basic_auth_password_file")),
-        ca_bundle=path(pick(args.ca_bundle, "prometheus_ca_bundle")),
-        verify_tls=not (args.insecure or bool(extra.get("prometheus_insecure", False))),
-        headers=headers,
-        timeout_s=args.timeout,
-        connect_timeout_s=args.connect_timeout,
-        window_budget_s=args.window_budget,
-        retries=args.retries,
-        chunk=timedelta(hours=args.chunk_hours),
-    )
 
 
 def cmd_ingest_kubernetes(args: argparse.Namespace, settings: Settings) -> int:
     start, end = _parse_time(args.start), _parse_time(args.end)
+    site = settings.site
+    if args.openmetrics or args.prometheus_url or site is None:
+        _ingest_kubernetes_flags(args, settings, start, end)
+    else:
+        chosen = [c for c in cli_sources.clusters(site, args.cluster) if c.prometheus is not None]
+        if not chosen:
+            msg = (f"{site.path}: expected a cluster with a [prometheus] table, found none "
+                   f"among {[c.name for c in cli_sources.clusters(site, args.cluster)]}")
+            raise ValueError(msg)
+        for c in chosen:
+            p = c.prometheus
+            assert p is not None
+            minutes = args.lookback_minutes if args.lookback_minutes is not None \
+                else p.lookback_minutes
+            interval = args.scrape_interval or p.scrape_interval_s or None
+            if len(chosen) > 1:
+                print(f"cluster {c.name}", file=sys.stderr)
+            _ingest_kubernetes_days(
+                lambda: connect(settings.db), cli_sources.site_metrics(args, c), start, end,
+                cluster=c.name, lookback=timedelta(minutes=minutes),
+                scrape_interval=timedelta(seconds=interval) if interval else None,
+                workloads=cli_sources.workload_snapshot(args, settings, c),
+                gpu_resources=settings.gpu_resources,
+            )
+    with connect(settings.db) as con:
+        publish_snapshot(con, settings.db)
+    return EXIT_OK
+
+
+def _ingest_kubernetes_flags(args: argparse.Namespace, settings: Settings, start: datetime,
+                             end: datetime) -> None:
     if args.openmetrics:
         source: MetricsSource = OpenMetricsFileSource(Path(args.openmetrics))
     else:
-        source = PrometheusHttpSource(_prometheus_config(args, settings))
+        source = PrometheusHttpSource(cli_sources.prometheus_config(args, settings))
     interval = timedelta(seconds=args.scrape_interval) if args.scrape_interval else None
     cluster = args.cluster or str(settings.extra.get("cluster") or "")
     if not cluster:
         with connect(settings.db) as con:
             cluster = k8s_ingest.default_cluster(con)
+    minutes = args.lookback_minutes if args.lookback_minutes is not None else 60.0
     _ingest_kubernetes_days(
         lambda: connect(settings.db), source, start, end, cluster=cluster,
-        lookback=timedelta(minutes=args.lookback_minutes), scrape_interval=interval,
-        workloads=_workload_snapshot(args, settings), gpu_resources=settings.gpu_resources,
+        lookback=timedelta(minutes=minutes), scrape_interval=interval,
+        workloads=cli_sources.workload_snapshot(args, settings),
+        gpu_resources=settings.gpu_resources,
     )
-    with connect(settings.db) as con:
-        publish_snapshot(con, settings.db)
-    return EXIT_OK
-
-
-def _workload_snapshot(args: argparse.Namespace, settings: Settings) -> Path | None:
-    """The Workload snapshot to load: a given file, or one fetched now through a kubeconfig."""
-    if args.workloads:
-        return Path(args.workloads)
-    kubeconfig = args.kubeconfig or settings.extra.get("kubeconfig")
-    if not kubeconfig:
-        return None
-    dest = settings.db.parent / "snapshots"
-    path = fetch_workload_snapshot(Path(str(kubeconfig)), dest, context=args.kube_context)
-    print(f"fetched Kueue Workloads from the API into {path}", file=sys.stderr)
-    return path
 
 
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
@@ -315,15 +267,30 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
             progress.start(f"build {a} .. {b}")
             rows = build.build_allocations(con, a, b)
             hourly = build.build_gpu_usage_hourly(con, a, b)
+            provisional = build_data_quality(
+                con, a, b, settings.site.quality if settings.site is not None else None)
             lines = build.build_chargeback(con, a, b)
-            found = build_incidents(con, a, b, idle_threshold=args.idle_threshold,
-                                    idle_min_minutes=args.idle_min_minutes)
+            found = build_incidents(con, a, b, idle_rules=idle_rules_with(
+                settings.site.idle if settings.site is not None else None,
+                args.idle_threshold, args.idle_min_minutes))  # flags over the site's policies
             progress.note(f"  allocations: {rows} rows; gpu_usage_hourly: {hourly} rows; "
-                          f"chargeback: {lines} lines (day, week, month)\n  {found.summary()}")
+                          f"chargeback: {lines} lines (day, week, month); "
+                          f"provisional cluster-days: {provisional}\n  {found.summary()}")
             progress.advance()
         progress.finish()
         build.finish_build(con, first, last)
         publish_snapshot(con, settings.db)
+    return EXIT_OK
+
+
+def cmd_close_week(args: argparse.Namespace, settings: Settings) -> int:
+    from models.closing import close_week
+
+    with connect(settings.db) as con:
+        close = close_week(con, args.week, closed_by=args.by, reclose=args.reclose,
+                           reason=args.reason or "")
+        publish_snapshot(con, settings.db)
+    print(close.summary(), file=sys.stderr)
     return EXIT_OK
 
 
@@ -357,8 +324,10 @@ def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
     return subprocess.call(command, env=env)
 
 
-def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
-    return run_simulation(args)
+def cmd_doctor(args: argparse.Namespace, settings: Settings | None) -> int:
+    from gpuledger.doctor import run_doctor  # its checks import every source's client
+
+    return run_doctor(args.site_config or args.config)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -371,10 +340,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="TOML config file (env GPULEDGER_CONFIG; "
                         "default gpuledger.toml when present)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("simulate", help="write a simulated hybrid cluster with ground truth")
-    add_simulate_arguments(p)
-    p.set_defaults(handler=cmd_simulate)
 
     p = sub.add_parser("import-sacct", help="load a sacct dump file")
     p.add_argument("file")
@@ -405,8 +370,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.set_defaults(handler=cmd_import_identity)
 
-    p = sub.add_parser("load-world", help="load a simulated world's reference files and raw inputs")
-    p.add_argument("world", help="folder written by `gpuledger simulate`")
+    p = sub.add_parser("import-nodes", help="load the GPU inventory CSV of a cluster (history "
+                       "kept in node_inventory)")
+    p.add_argument("file")
+    p.add_argument("--cluster", help="the cluster the nodes belong to (default: the site's "
+                   "first cluster)")
+    p.set_defaults(handler=cmd_import_nodes)
+
+    p = sub.add_parser("import-accounts", help="load the Slurm account tree CSV "
+                       "(account,parent)")
+    p.add_argument("file")
+    p.set_defaults(handler=cmd_import_accounts)
+
+    p = sub.add_parser("import-rate-card", help="load the rate card CSV")
+    p.add_argument("file")
+    p.set_defaults(handler=cmd_import_rate_card)
+
+    p = sub.add_parser("import-reference", help="read nodes, accounts and namespace owners "
+                       "from the site's sources (scontrol, sacctmgr, kube-state-metrics), "
+                       "then the reference files as overrides")
+    p.add_argument("--cluster", help="this cluster's sources only (default: every cluster)")
+    p.set_defaults(handler=cmd_import_reference)
+
+    p = sub.add_parser("load", help="load the site file's reference files and file-mode "
+                       "sources (docs/site-file.md)")
+    p.add_argument("--cluster", help="load this cluster's sources only (default: every cluster)")
+    p.set_defaults(handler=cmd_load)
+
+    p = sub.add_parser("load-world", help="deprecated: load --config DIR/gpuledger.toml")
+    p.add_argument("world", help="folder holding a site file gpuledger.toml (such as one "
+                   "written by `python -m simulator`)")
     p.set_defaults(handler=cmd_load_world)
 
     p = sub.add_parser("ingest", help="pull from a live source")
@@ -414,9 +407,13 @@ def build_parser() -> argparse.ArgumentParser:
     q = ingest.add_parser("slurm", help="run sacct/sreport for a window")
     q.add_argument("--start", required=True, help="UTC date or time")
     q.add_argument("--end", required=True, help="UTC date or time (exclusive)")
-    q.add_argument("--lookback-hours", type=float, default=48.0,
-                   help="re-pull jobs that started this long before each day (default 48)")
-    q.add_argument("--timeout", type=float, default=300.0, help="seconds per sacct call")
+    q.add_argument("--cluster", help="the site cluster to ingest (default: every cluster with "
+                   "[slurm] mode = \"sacct\")")
+    q.add_argument("--lookback-hours", type=float,
+                   help="re-pull jobs that started this long before each day (default: the "
+                   "site's lookback_hours, else 48)")
+    q.add_argument("--timeout", type=float, help="seconds per sacct call (default: the site's "
+                   "timeout_s, else 300)")
     q.add_argument("--no-sreport", action="store_true", help="skip the sreport figures")
     q.set_defaults(handler=cmd_ingest_slurm)
     q = ingest.add_parser("kubernetes", help="read Prometheus for a window")
@@ -426,16 +423,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "instead of a server (the fixture twin)")
     q.add_argument("--start", required=True, help="UTC date or time")
     q.add_argument("--end", required=True, help="UTC date or time (exclusive)")
-    q.add_argument("--cluster", help="cluster name to file the data under (default: the "
-                   "inventory's only cluster, else 'default')")
+    q.add_argument("--cluster", help="the site cluster to ingest (default: every cluster with "
+                   "[prometheus]); with --prometheus-url/--openmetrics, the cluster name to "
+                   "file the data under (default: the inventory's only cluster, else 'default')")
     q.add_argument("--kubeconfig", metavar="FILE", help="fetch Kueue Workloads from the API "
                    "with kubectl and this kubeconfig (kept under <db folder>/snapshots/)")
     q.add_argument("--kube-context", help="kubeconfig context to use with --kubeconfig")
     q.add_argument("--workloads", metavar="FILE", help="also load a kubectl Workload snapshot "
                    "(kubectl get workloads.kueue.x-k8s.io -A -o json)")
-    q.add_argument("--lookback-minutes", type=float, default=60.0,
+    q.add_argument("--lookback-minutes", type=float,
                    help="samples read before each day (Kueue counter baselines, at least two "
-                   "scrape intervals; default 60)")
+                   "scrape intervals; default: the site's lookback_minutes, else 60)")
     q.add_argument("--scrape-interval", type=float, metavar="SECONDS",
                    help="kube-state-metrics scrape interval (default: inferred from the data)")
     q.add_argument("--bearer-token-file", help="file holding a bearer token (re-read per request)")
@@ -445,27 +443,38 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     q.add_argument("--header", action="append", metavar="'NAME: VALUE'",
                    help="extra HTTP header (repeatable), e.g. 'X-Scope-OrgID: tenant1'")
-    q.add_argument("--timeout", type=float, default=120.0, help="total seconds per request, "
+    # defaults below are the site file's values, else PrometheusConfig's: flags override both
+    q.add_argument("--timeout", type=float, help="total seconds per request, "
                    "connect and whole answer (default 120)")
-    q.add_argument("--connect-timeout", type=float, default=10.0,
-                   help="seconds to connect (default 10)")
-    q.add_argument("--window-budget", type=float, default=1800.0, metavar="SECONDS",
+    q.add_argument("--connect-timeout", type=float, help="seconds to connect (default 10)")
+    q.add_argument("--window-budget", type=float, metavar="SECONDS",
                    help="wall-clock budget of one day's reads with their retries (default 1800)")
-    q.add_argument("--retries", type=int, default=3, help="retries per request (default 3)")
-    q.add_argument("--chunk-hours", type=float, default=6.0,
-                   help="raw-sample window per request (default 6)")
+    q.add_argument("--retries", type=int, help="retries per request (default 3)")
+    q.add_argument("--chunk-hours", type=float,
+                   help="longest raw-sample window per request (default 6; site: 24)")
     q.set_defaults(handler=cmd_ingest_kubernetes)
 
     p = sub.add_parser("build", help="build the accounting model and the detectors")
     p.add_argument("--start", help="first UTC day (default: the first day with data)")
     p.add_argument("--end", help="UTC day after the last one (default: after the last data)")
-    p.add_argument("--idle-threshold", type=float, default=DEFAULT_IDLE_THRESHOLD,
-                   help="busy fraction below which a held GPU is idle (default "
+    p.add_argument("--idle-threshold", type=float,
+                   help="busy fraction below which a held GPU is idle, for every allocation "
+                   "(default: the site's [gpuledger.idle] policies, else "
                    f"{DEFAULT_IDLE_THRESHOLD})")
-    p.add_argument("--idle-min-minutes", type=float, default=DEFAULT_IDLE_MIN_MINUTES,
-                   help="shortest idle period reported as an incident (default "
+    p.add_argument("--idle-min-minutes", type=float,
+                   help="shortest idle period reported as an incident, for every allocation "
+                   "(default: the site's [gpuledger.idle] policies, else "
                    f"{DEFAULT_IDLE_MIN_MINUTES})")
     p.set_defaults(handler=cmd_build)
+
+    p = sub.add_parser("close-week", help="freeze an ISO week's invoice lines (late data then "
+                       "lands as adjustments in the next open week)")
+    p.add_argument("week", help="ISO week, YYYY-Www (it must have ended)")
+    p.add_argument("--reclose", action="store_true",
+                   help="replace a closed week's frozen lines with the ledger's (recorded)")
+    p.add_argument("--reason", help="why (required with --reclose)")
+    p.add_argument("--by", help="who closes (default: the OS user@host)")
+    p.set_defaults(handler=cmd_close_week)
 
     p = sub.add_parser("sql", help="run a read-only SQL query; CSV with a header on stdout")
     p.add_argument("query")
@@ -482,6 +491,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dashboard", help="serve the Streamlit dashboards")
     p.add_argument("--port", type=int, default=8501)
     p.set_defaults(handler=cmd_dashboard)
+
+    p = sub.add_parser("doctor", help="check a site file end to end: sources, metrics, clocks, "
+                       "reference files; one OK/WARN/FAIL line per check (exit 1 on a FAIL)")
+    # its own dest: a subparser's default would overwrite the global --config
+    p.add_argument("--config", dest="site_config", metavar="FILE",
+                   help="the site file (default: the global --config, GPULEDGER_CONFIG or "
+                   "./gpuledger.toml)")
+    p.set_defaults(handler=cmd_doctor)
     return parser
 
 
@@ -503,6 +520,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     settings: Settings | None = None
+    if args.command == "doctor":  # it reports a broken site file itself, as its first check
+        return args.handler(args, None)
     try:
         settings = load_settings(Path(args.config) if args.config else None, db=args.db)
         if settings.node_aliases and args.command in WRITING_COMMANDS:

@@ -6,7 +6,6 @@ one transaction (so a re-run changes nothing) and returns what it did.
 
 import csv
 import io
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,9 +14,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from connectors.errors import Reject, SourceError, rejects_frame
+from connectors.errors import Reject, rejects_frame
 from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
-from connectors.kubernetes.workload_snapshot import REJECT_SOURCE as WORKLOAD_REJECTS
 from connectors.kubernetes.workload_snapshot import read_workload_snapshot
 from connectors.reference_files import read_accounts, read_identity_map, read_nodes, read_rate_card
 from connectors.textfiles import file_digest
@@ -140,44 +138,26 @@ def import_nodes(con: duckdb.DuckDBPyConnection, path: Path, cluster: str) -> Lo
 
 def import_workloads(
     con: duckdb.DuckDBPyConnection, path: Path, *,
-    gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
+    gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES, cluster: str = "",
 ) -> LoadResult:
-    """Load a Kueue Workload snapshot into ``kueue_workloads_raw`` (the objects) and
-    ``kueue_workloads`` (their conditions read, which the detectors use), in one transaction.
+    """Load a Kueue Workload snapshot as one observation of the Workload history
+    (``kueue_workload_history``), then ``kueue_workloads_raw`` (the objects) and
+    ``kueue_workloads`` (their conditions read, which the detectors use) from it, in one
+    transaction (``gpuledger/workload_history.py``).
 
     The one path for the CLI (``import-workloads``, ``load-world``, ``ingest kubernetes
-    --workloads``) and the Dagster Kueue assets. Workloads are keyed by uid, so a later snapshot
-    replaces what an earlier one said; a bad item is rejected alone (``rejects``: its index as
-    the line, its JSON path as the field) and the others load.
+    --workloads``) and the Dagster Kueue assets. Workloads are keyed by uid: the latest state
+    seen wins, and one a later snapshot no longer lists keeps its last state. A bad item is
+    rejected alone (``rejects``: its index as the line, its JSON path as the field) and the
+    others load. The observation time is the UTC time in the file name, else its mtime.
     """
+    # workload_history uses this module's LoadResult and file bookkeeping
+    from gpuledger.workload_history import store_snapshot
+
     path = Path(path)
     snap = read_workload_snapshot(path, gpu_resources=gpu_resources)
-    uids = snap.workloads["uid"].to_list()
-    by_uid = "list_contains(?::VARCHAR[], uid)"
-    with transaction(con):
-        replace_rows(con, schema.KUEUE_WORKLOADS_RAW, snap.raw, where=by_uid, params=(uids,),
-                     atomic=False)
-        replace_rows(con, schema.KUEUE_WORKLOADS, snap.workloads, where=by_uid,
-                     params=(uids,), atomic=False)
-        # rejects of this file from before the two tables were filled by one read
-        con.execute("DELETE FROM rejects WHERE source = 'kueue_workload_conditions' "
-                    "AND source_file = ?", [str(path)])
-        _store_rejects(con, WORKLOAD_REJECTS, path, snap.rejects, atomic=False)
-        _register_file(con, WORKLOAD_REJECTS, path, len(uids) + len(snap.rejects),
-                       atomic=False)
-        record_ingest(con, source=WORKLOAD_REJECTS, partition_key=str(path),
-                      window_start=None, window_end=None, rows_loaded=len(uids),
-                      rows_rejected=len(snap.rejects), atomic=False)
-    return LoadResult(WORKLOAD_REJECTS, len(uids), tuple(snap.rejects))
-
-
-def read_world(world_dir: Path) -> dict[str, object]:
-    """The simulator's ``world.json`` (cluster name, window, …)."""
-    path = world_dir / "world.json"
-    if not path.is_file():
-        msg = f"expected a simulated world at {world_dir} (world.json), found none"
-        raise SourceError(msg)
-    return json.loads(path.read_text(encoding="utf-8"))
+    result, _ = store_snapshot(con, path, snap, cluster=cluster, gpu_resources=gpu_resources)
+    return result
 
 
 def run_sql(db_path: Path, query: str) -> str:

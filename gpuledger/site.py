@@ -10,8 +10,12 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuledger.config import DEFAULT_CONFIG, DEFAULT_GPU_RESOURCES
+
+if TYPE_CHECKING:
+    from models.incidents import IdleRules
 
 SLURM_MODES = ("sacct", "dump")
 CLUSTER_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
@@ -117,6 +121,20 @@ class ScheduleSite:
 
 
 @dataclass(frozen=True)
+class QualitySite:
+    """Thresholds of the data-quality gate (``models/quality.py``; why each default, in
+    docs/site-file.md): a cluster's day beyond any of them is provisional. ``None``: not gated."""
+
+    min_sample_coverage: float = 0.80
+    max_scrape_gap_minutes: float = 30.0
+    min_attributed_share: float = 0.95
+    max_unknown_nodes: float = 0.0
+    max_sreport_difference: float = 0.01
+    max_k8s_rejects: float = 0.0
+    max_k8s_warnings: float | None = None
+
+
+@dataclass(frozen=True)
 class Site:
     path: Path
     first_day: date
@@ -126,6 +144,9 @@ class Site:
     clusters: tuple[ClusterSite, ...] = ()
     reference: ReferenceSite = field(default_factory=ReferenceSite)
     schedules: ScheduleSite = field(default_factory=ScheduleSite)
+    quality: QualitySite = field(default_factory=QualitySite)
+    # [gpuledger.idle] and its [[gpuledger.idle.policy]] entries; None: the detectors' defaults
+    idle: "IdleRules | None" = None
 
     def cluster(self, name: str) -> ClusterSite:
         for c in self.clusters:
@@ -360,6 +381,73 @@ def _schedules(t: _Table | None) -> ScheduleSite:
     return site
 
 
+def _quality(t: _Table | None) -> QualitySite:
+    if t is None:
+        return QualitySite()
+    d = QualitySite()
+    shares = {k: t.number(k, getattr(d, k)) for k in
+              ("min_sample_coverage", "min_attributed_share", "max_sreport_difference")}
+    for key, value in shares.items():
+        if value > 1:
+            t.fail(key, "a share between 0 and 1", value)
+    # warnings are routine (pod starts kept on the scrape grid): gated only when a limit is set
+    warnings = t.number("max_k8s_warnings", 0.0) if "max_k8s_warnings" in t.data else None
+    site = QualitySite(
+        **shares, max_scrape_gap_minutes=t.number("max_scrape_gap_minutes",
+                                                  d.max_scrape_gap_minutes),
+        max_unknown_nodes=t.number("max_unknown_nodes", d.max_unknown_nodes),
+        max_k8s_rejects=t.number("max_k8s_rejects", d.max_k8s_rejects),
+        max_k8s_warnings=warnings,
+    )
+    t.seen.add("max_k8s_warnings")
+    t.done()
+    return site
+
+
+IDLE_RULE_KEYS = ("zero_threshold", "zero_minutes", "window_threshold", "window_minutes",
+                  "efficiency_threshold", "efficiency_minutes")
+
+
+def _idle_rules(t: _Table, base: object) -> dict[str, float]:
+    """The rule keys of one idle table, over ``base`` (an IdlePolicy)."""
+    out: dict[str, float] = {}
+    for key in IDLE_RULE_KEYS:
+        attr = "efficiency_min_minutes" if key == "efficiency_minutes" else key
+        value = t.number(key, getattr(base, attr))
+        if key.endswith("_threshold") and value > 1:
+            t.fail(key, "a busy fraction between 0 and 1 (0.05 is 5 %)", value)
+        if key in ("zero_threshold", "window_threshold", "zero_minutes") and value <= 0:
+            t.fail(key, "a number above 0", value)
+        out[attr] = value
+    return out
+
+
+def _idle(t: _Table | None, clusters: tuple[ClusterSite, ...]) -> "IdleRules | None":
+    if t is None:
+        return None
+    from models.incidents import IdlePolicy, IdleRules
+    default = IdlePolicy(**_idle_rules(t, IdlePolicy()))
+    entries = t.get("policy", list, [], "a list of [[gpuledger.idle.policy]] tables")
+    names = [c.name for c in clusters]
+    policies = []
+    for i, entry in enumerate(entries):  # type: ignore[union-attr]
+        e = _Table(t.path, f"{t.where}.policy[{i}]", entry)
+        cluster, partition, namespace = e.text("cluster"), e.text("partition"), e.text("namespace")
+        if cluster and cluster not in names:
+            e.fail("cluster", f"one of the site's clusters {names}", cluster)
+        if partition and namespace:
+            e.fail("namespace", "a partition (Slurm) or a namespace (Kubernetes), not both",
+                   {"partition": partition, "namespace": namespace})
+        if not (cluster or partition or namespace):
+            e.fail("cluster", "at least one of cluster, partition and namespace to match "
+                   "(the defaults are [gpuledger.idle] itself)", None)
+        policies.append(IdlePolicy(cluster=cluster, partition=partition, namespace=namespace,
+                                   **_idle_rules(e, default)))
+        e.done()
+    t.done()
+    return IdleRules(default, tuple(policies))
+
+
 def load_site(path: Path | str) -> Site:
     """Read and validate a site file (``SiteError`` names the file and key)."""
     path = Path(path)
@@ -410,6 +498,8 @@ def load_site(path: Path | str) -> Site:
         clusters=tuple(clusters),
         reference=_reference(top.sub("reference")),
         schedules=_schedules(top.sub("schedules")),
+        quality=_quality(top.sub("quality")),
+        idle=_idle(top.sub("idle"), tuple(clusters)),
     )
     top.done()
     return site

@@ -82,7 +82,53 @@ NODES = Table(
         ("slurm_partition", "VARCHAR"),
     ),
     key=("cluster", "node", "gpu_index"),
-    doc="GPU inventory: one row per GPU.",
+    doc="GPU inventory: one row per GPU, as of now (the open rows of node_inventory; a node "
+    "the nodes file lists has the file's rows, with UUIDs; a node only a source knows has "
+    "gpu_uuid NULL).",
+)
+
+NODE_INVENTORY = Table(
+    "node_inventory",
+    (
+        ("cluster", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),
+        ("gpu_count", "INTEGER"),
+        ("pool", "VARCHAR"),
+        ("slurm_partition", "VARCHAR"),
+        ("gpu_product", "VARCHAR"),
+        ("source", "VARCHAR"),
+        ("valid_from", "TIMESTAMP"),
+        ("valid_to", "TIMESTAMP"),
+    ),
+    key=("cluster", "node", "gpu_model", "valid_from"),
+    doc="GPU nodes over time: one row per cluster, node and GPU model for each span in which "
+    "its count, pool and partitions stayed the same; valid_to NULL = still so. pool is slurm "
+    "(scontrol only), kubernetes (kube-state-metrics only) or shared (both); source says who "
+    "decided: scontrol, ksm, scontrol+ksm or nodes_file (the site's file overrides the sources "
+    "per node). A change closes the row (valid_to = when it was seen) and opens a new one; a "
+    "re-read with nothing changed changes nothing (gpuledger/reference_ingest.py).",
+)
+
+IDENTITY_CANDIDATES = Table(
+    "identity_candidates",
+    (
+        ("source", "VARCHAR"),
+        ("cluster", "VARCHAR"),
+        ("source_kind", "VARCHAR"),
+        ("key", "VARCHAR"),
+        ("person", "VARCHAR"),
+        ("team", "VARCHAR"),
+        ("cost_centre", "VARCHAR"),
+        ("evidence", "VARCHAR"),
+        ("valid_from", "TIMESTAMP"),
+        ("valid_to", "TIMESTAMP"),
+    ),
+    key=("source", "cluster", "source_kind", "key", "valid_from"),
+    doc="Owners the sources name, used where identity_map names none: slurm_assoc (sacctmgr: "
+    "a Slurm user is its own person, an account its team) and namespace_labels "
+    "(kube_namespace_labels with the site's namespace_labels keys). Effective-dated like "
+    "node_inventory; the first row of a key is valid from the start (valid_from NULL).",
 )
 
 IDENTITY_MAP = Table(
@@ -138,6 +184,29 @@ KUEUE_WORKLOADS_RAW = Table(
     ),
     key=("uid",),
     doc="Kueue Workload objects as loaded from a snapshot, one row per workload.",
+)
+
+KUEUE_WORKLOAD_HISTORY = Table(
+    "kueue_workload_history",
+    (
+        ("cluster", "VARCHAR"),
+        ("uid", "VARCHAR"),
+        ("namespace", "VARCHAR"),
+        ("name", "VARCHAR"),
+        ("resource_version", "VARCHAR"),
+        ("content_sha256", "VARCHAR"),
+        ("first_seen", "TIMESTAMP"),
+        ("last_seen", "TIMESTAMP"),
+        ("deleted_seen_at", "TIMESTAMP"),
+        ("object_json", "JSON"),
+        ("source_file", "VARCHAR"),
+    ),
+    key=("cluster", "uid", "content_sha256"),
+    doc="Every state of a Kueue Workload seen by a snapshot (API sensor or file): one row per "
+    "cluster, uid and distinct object (content_sha256; resource_version as the API said), "
+    "first_seen/last_seen the snapshot times that showed it, deleted_seen_at the first later "
+    "snapshot that no longer listed the uid. kueue_workloads is its latest state per uid "
+    "(gpuledger/workload_history.py).",
 )
 
 NODE_ALIASES = Table(
@@ -397,6 +466,9 @@ ALLOCATIONS = Table(
         ("team", "VARCHAR"),
         ("cost_centre", "VARCHAR"),
         ("identity_evidence", "VARCHAR"),
+        # which source named the owner: identity_map, slurm_assoc, namespace_labels or
+        # unattributed (resolve_identity.sql; docs/accounting.md)
+        ("identity_source", "VARCHAR"),
         ("outcome", "VARCHAR"),
         ("evidence", "VARCHAR"),
     ),
@@ -484,6 +556,44 @@ K8S_POD_GPUS = Table(
     key=("cluster", "namespace", "pod", "node", "gpu_uuid", "day"),
     doc="Which GPUs dcgm-exporter labelled with a pod, per UTC day: [first, last) 1-minute bucket "
     "with the pod as holder.",
+)
+
+K8S_JOB_SPECS = Table(
+    "k8s_job_specs",
+    (
+        ("cluster", "VARCHAR"),
+        ("namespace", "VARCHAR"),
+        ("job_name", "VARCHAR"),
+        ("parallelism", "BIGINT"),
+        ("completions", "BIGINT"),  # null: the Job has none (a work queue)
+        ("first_seen", "TIMESTAMP"),
+        ("last_seen", "TIMESTAMP"),
+    ),
+    key=("cluster", "namespace", "job_name", "parallelism", "completions"),
+    doc="The size a batch Job asks for (kube_job_spec_parallelism / _completions), per value "
+    "seen, with the [first, last) scrapes showing it: a gang's size without its Workload "
+    "(docs/detectors.md, partial_gang).",
+)
+
+K8S_PENDING_PODS = Table(
+    "k8s_pending_pods",
+    (
+        ("cluster", "VARCHAR"),
+        ("uid", "VARCHAR"),
+        ("namespace", "VARCHAR"),
+        ("pod", "VARCHAR"),
+        ("gpus", "BIGINT"),
+        ("owner_kind", "VARCHAR"),
+        ("owner_name", "VARCHAR"),
+        ("labels", "VARCHAR"),  # JSON, as k8s_pod_allocations.labels
+        ("first_seen", "TIMESTAMP"),
+        ("last_seen", "TIMESTAMP"),
+        ("samples", "BIGINT"),
+    ),
+    key=("cluster", "uid"),
+    doc="GPU pods Pending without a node (kube_pod_status_phase, no node on their requests): "
+    "a gang's missing members, with their owner and labels and the [first, last) scrapes "
+    "showing them waiting.",
 )
 
 _NODE_CAPACITY_COLUMNS = (
@@ -745,6 +855,8 @@ KUBERNETES_TABLES: tuple[Table, ...] = (
     K8S_POD_ALLOCATIONS,
     K8S_POD_PHASES,
     K8S_POD_GPUS,
+    K8S_JOB_SPECS,
+    K8S_PENDING_PODS,
     K8S_NODE_CAPACITY_PIECES,
     K8S_NODE_CAPACITY,
     GPU_UTILIZATION,
@@ -787,6 +899,70 @@ CHARGEBACK = Table(
     "`chargeback` shows the ISO-week lines); one rate per line, amount "
     "rounded once per line (on allocated GPU-seconds only). measured/busy/idle GPU-hours are "
     "shown beside it: the allocated hours dcgm-exporter covered, and their busy and idle parts.",
+)
+
+# --- closed periods (models/closing.py; docs/accounting.md "Closed periods and adjustments") ---
+
+CLOSED_PERIODS = Table(
+    "closed_periods",
+    (
+        ("period", "VARCHAR"),
+        ("period_start", "DATE"),
+        ("period_end", "DATE"),
+        ("revision", "INTEGER"),
+        ("closed_at", "TIMESTAMP"),
+        ("closed_by", "VARCHAR"),
+        ("run_id", "VARCHAR"),
+        ("reason", "VARCHAR"),
+        ("lines", "BIGINT"),
+        ("gpu_seconds", "BIGINT"),
+        ("amount", "DECIMAL(18,2)"),
+        ("checksum", "VARCHAR"),
+    ),
+    key=("period", "revision"),
+    doc="Every close of an ISO week (period YYYY-Www, [period_start, period_end)): revision 1 "
+    "is the weekly close, each explicit re-close adds one with who and why. The latest revision's "
+    "frozen lines are the week's invoice; checksum is a sha256 of those lines and of the "
+    "adjustment lines the week carries.",
+)
+
+FROZEN_INVOICE_LINES = Table(
+    "frozen_invoice_lines",
+    (("closed_period", "VARCHAR"), ("revision", "INTEGER"), *CHARGEBACK.columns),
+    key=("closed_period", "revision", *CHARGEBACK.key),
+    doc="The week and day invoice lines of a closed week exactly as issued at its close "
+    "(revision of closed_periods); late data never changes them (it lands in "
+    "invoice_adjustments).",
+)
+
+INVOICE_ADJUSTMENTS = Table(
+    "invoice_adjustments",
+    (
+        ("period", "VARCHAR"),
+        ("period_start", "DATE"),
+        ("original_period", "VARCHAR"),
+        ("original_period_start", "DATE"),
+        ("cost_centre", "VARCHAR"),
+        ("team", "VARCHAR"),
+        ("person", "VARCHAR"),
+        ("domain", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),
+        ("rate_valid_from", "DATE"),
+        ("rate_per_gpu_hour", "DECIMAL(18,6)"),
+        ("currency", "VARCHAR"),
+        ("gpu_seconds", "BIGINT"),
+        ("gpu_hours", "DECIMAL(18,6)"),
+        ("amount", "DECIMAL(18,2)"),
+        ("reason", "VARCHAR"),
+        ("run_id", "VARCHAR"),
+        ("created_at", "TIMESTAMP"),
+    ),
+    key=("period", "original_period", "cost_centre", "team", "person", "domain", "gpu_model",
+         "rate_valid_from", "rate_per_gpu_hour", "currency"),
+    doc="Adjustment lines: what late data changed in a closed week (original_period), per "
+    "invoice line key, carried by the next open week (period): the rebuilt line minus the "
+    "frozen line minus adjustments already carried by closed weeks. Signed GPU-seconds and "
+    "amount; reason and run say why and who.",
 )
 
 # --- hourly usage (models/sql/gpu_usage_hourly*.sql, node_usage_hourly.sql) ---
@@ -912,6 +1088,42 @@ GPU_USAGE_DAILY = Table(
     "hours and nodes; no allocation count, which would count a job once per hour).",
 )
 
+# --- data-quality gate (models/quality.py, models/sql/data_quality_daily.sql) ---
+
+DATA_QUALITY_DAYS = Table(
+    "data_quality_days",
+    (
+        ("cluster", "VARCHAR"),
+        ("day", "DATE"),
+        ("allocated_gpu_seconds", "BIGINT"),
+        ("measured_gpu_seconds", "DECIMAL(18,6)"),
+        # measured / allocated; NULL: the cluster has no dcgm-exporter samples at all
+        ("sample_coverage", "DOUBLE"),
+        # longest run of missing 1-minute buckets on a node holding allocations that day
+        ("longest_scrape_gap_minutes", "DOUBLE"),
+        ("scrape_gap_node", "VARCHAR"),
+        ("jobs_and_pods", "BIGINT"),
+        ("attributed_jobs_and_pods", "BIGINT"),
+        ("attributed_share", "DOUBLE"),
+        ("unattributed_gpu_seconds", "BIGINT"),
+        ("unknown_nodes", "BIGINT"),
+        ("unknown_node_names", "VARCHAR"),
+        # sreport window holding the day: sum |ours - sreport| / ours; NULL: no sreport window
+        ("sreport_window", "VARCHAR"),
+        ("sreport_difference", "DOUBLE"),
+        ("k8s_warnings", "BIGINT"),
+        ("k8s_rejects", "BIGINT"),
+        ("provisional", "BOOLEAN"),
+        ("reasons", "VARCHAR"),  # '; '-joined, each "measure: expected …, found …"
+    ),
+    key=("cluster", "day"),
+    doc="The data-quality gate: per cluster and UTC day, how much of the charged GPU-time the "
+    "sources cover (dcgm samples, scrape gaps, owners, inventory, sreport, Kubernetes ingest "
+    "warnings and rejects). A day beyond a `[gpuledger.quality]` threshold is provisional, with "
+    "its reasons; invoice lines with GPU-time of such a day carry `provisional` "
+    "(docs/accounting.md).",
+)
+
 # --- detectors (models/incidents.py, models/sql/detect_*.sql, bridge_pairs.sql) ---
 
 INCIDENTS = Table(
@@ -981,6 +1193,9 @@ BRIDGE_PAIRS = Table(
 
 ALL_TABLES: tuple[Table, ...] = (
     CHARGEBACK,
+    CLOSED_PERIODS,
+    FROZEN_INVOICE_LINES,
+    INVOICE_ADJUSTMENTS,
     ALLOCATIONS,
     ALLOCATION_USAGE_HOURLY,
     GPU_USAGE_HOURLY,
@@ -1001,13 +1216,17 @@ ALL_TABLES: tuple[Table, ...] = (
     BUILDS_UNFINISHED,
     SOURCE_FILES,
     NODES,
+    NODE_INVENTORY,
     IDENTITY_MAP,
+    IDENTITY_CANDIDATES,
     SLURM_ACCOUNTS,
     RATE_CARD,
     KUEUE_WORKLOADS_RAW,
+    KUEUE_WORKLOAD_HISTORY,
     *KUBERNETES_TABLES,
     INCIDENTS,
     BRIDGE_PAIRS,
+    DATA_QUALITY_DAYS,
 )
 
 
@@ -1025,14 +1244,59 @@ class View:
 
 # The invoice: one line per ISO week, owner, domain, GPU model and rate. Summing it never counts
 # a GPU-second twice (chargeback_periods holds the same time as day, week and month lines).
-CHARGEBACK_VIEW = View(
-    "chargeback",
-    "SELECT * FROM chargeback_periods WHERE period_kind = 'week'",
-    doc="The weekly invoice lines (ISO week, Monday 00:00 UTC): chargeback_periods where "
-    "period_kind = 'week'.",
+_LINE_COLUMNS = ", ".join(f'"{c}"' for c in CHARGEBACK.column_names)
+
+# What was invoiced: the ledger's lines, except the day and week lines of a closed week, which
+# are the frozen lines of its latest close (month lines always follow the ledger).
+# The one rule of the provisional mark: a line is provisional when GPU-time of its owner, domain
+# and GPU model lies on a provisional (cluster, day) of data_quality_days inside its period.
+_OWNER_KEYS = ("cost_centre", "team", "person", "domain", "gpu_model")
+_SAME_OWNER = " AND ".join(f"l.{k} IS NOT DISTINCT FROM d.{k}" for k in _OWNER_KEYS)
+_PROVISIONAL_MARKS = (
+    f"provisional_days AS (SELECT DISTINCT a.day, a.cluster, q.reasons, "
+    f"{', '.join('a.' + k for k in _OWNER_KEYS)} FROM allocations AS a "
+    f"JOIN {DATA_QUALITY_DAYS.name} AS q ON q.cluster = a.cluster AND q.day = a.day "
+    "WHERE q.provisional), "
+    "periods AS (SELECT DISTINCT period_kind, period, period_start, "
+    f"{', '.join(_OWNER_KEYS)}, CASE period_kind WHEN 'day' THEN period_start + 1 "
+    "WHEN 'week' THEN period_start + 7 ELSE (period_start + INTERVAL 1 MONTH)::DATE END "
+    "AS period_end FROM issued), "
+    f"marks AS (SELECT l.period_kind, l.period, {', '.join('l.' + k for k in _OWNER_KEYS)}, "
+    "string_agg(DISTINCT strftime(d.day, '%Y-%m-%d') || ' ' || d.cluster || ': ' || d.reasons, "
+    "' | ' ORDER BY strftime(d.day, '%Y-%m-%d') || ' ' || d.cluster || ': ' || d.reasons) "
+    "AS reasons FROM periods AS l JOIN provisional_days AS d ON d.day >= l.period_start "
+    f"AND d.day < l.period_end AND {_SAME_OWNER} GROUP BY ALL)"
 )
 
-ALL_VIEWS: tuple[View, ...] = (CHARGEBACK_VIEW,)
+INVOICE_LINES_VIEW = View(
+    "invoice_lines",
+    f"WITH issued AS (SELECT {_LINE_COLUMNS} FROM chargeback_periods AS c "
+    "WHERE c.period_kind = 'month' "
+    "OR NOT EXISTS (SELECT 1 FROM closed_periods AS p WHERE c.period_start >= p.period_start "
+    "AND c.period_start < p.period_end) "
+    f"UNION ALL SELECT {_LINE_COLUMNS} FROM frozen_invoice_lines AS f WHERE f.revision = "
+    "(SELECT max(p.revision) FROM closed_periods AS p WHERE p.period = f.closed_period)), "
+    f"{_PROVISIONAL_MARKS} "
+    "SELECT i.*, m.reasons IS NOT NULL AS provisional, m.reasons AS provisional_reasons "
+    "FROM issued AS i LEFT JOIN marks AS m ON m.period_kind = i.period_kind "
+    "AND m.period = i.period AND "
+    + " AND ".join(f"m.{k} IS NOT DISTINCT FROM i.{k}" for k in _OWNER_KEYS),
+    doc="The invoice lines as issued: chargeback_periods for open weeks and months, the frozen "
+    "day and week lines (frozen_invoice_lines, latest revision) for closed weeks; "
+    "`provisional` (with `provisional_reasons`: 'day cluster: reasons', ' | '-joined) when "
+    "GPU-time of the line's owner, domain and GPU model lies on a provisional day of "
+    "data_quality_days.",
+)
+
+CHARGEBACK_VIEW = View(
+    "chargeback",
+    "SELECT * FROM invoice_lines WHERE period_kind = 'week'",
+    doc="The weekly invoice lines (ISO week, Monday 00:00 UTC) as issued: a closed week's "
+    "frozen lines, an open week's lines from the ledger (invoice_lines where period_kind = "
+    "'week').",
+)
+
+ALL_VIEWS: tuple[View, ...] = (INVOICE_LINES_VIEW, CHARGEBACK_VIEW)
 
 
 def table(name: str) -> Table:

@@ -28,7 +28,8 @@ def _plan(graph, days: list[str]) -> list[tuple[str, str | None, list]]:
     by_kind: dict[str, list[dg.AssetKey]] = {"none": [], "day": [], "week": []}
     for key in keys:
         partitions = graph.get(key).partitions_def
-        kind = {None: "none", daily_partitions: "day", weekly_partitions: "week"}.get(partitions)
+        kind = ("none" if partitions is None else "day" if partitions == daily_partitions
+                else "week" if partitions == weekly_partitions else None)
         if kind is None:
             msg = (f"expected no, daily or weekly partitions on {key.to_user_string()}, "
                    f"found {partitions}")

@@ -89,6 +89,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 GPU_RESOURCE = "nvidia_com_gpu"  # KSM sanitises nvidia.com/gpu
+# the families this reader needs besides ksm_pods.GPU_METRICS (`gpuledger doctor` checks them)
+PHASE_METRIC = "kube_pod_status_phase"
+POD_INFO_METRIC = "kube_pod_info"
+NODE_CAPACITY_METRIC = "kube_node_status_capacity"
 DEFAULT_INTERVAL = timedelta(seconds=30)  # only when nothing can be inferred at all
 INFER_LOOKBACK = timedelta(minutes=5)
 _US = 1_000_000
@@ -197,7 +201,7 @@ def _fill_nodes(source: MetricsSource, pods: pl.DataFrame, node_jobs: set[str | 
     if missing.height == 0:
         return pods
     keys = missing["uid"].unique().sort().to_list()
-    info = read_keys(source, "kube_pod_info", keys, q0, q1)
+    info = read_keys(source, POD_INFO_METRIC, keys, q0, q1)
     if info.height == 0:
         return pods
     info = with_workload(info, node_jobs=node_jobs)
@@ -253,7 +257,7 @@ def _pod_allocations(source: MetricsSource, start: datetime, end: datetime, q0: 
                      f"{samples.synthetic} GPU pods keyed by namespace/pod@creation time "
                      "(kube_pod_created) in the uid column")
     keys = rows["_key"].unique().sort().to_list()
-    phase = read_keys(source, "kube_pod_status_phase", keys, q0, q1, 'phase="Running"')
+    phase = read_keys(source, PHASE_METRIC, keys, q0, q1, 'phase="Running"')
     if phase.height == 0:
         found.append('kube_pod_status_phase{phase="Running"}: no samples; no pod counted as '
                      "Running")
@@ -333,7 +337,7 @@ def node_gpu_capacity(
     start, end = utc_naive(start), utc_naive(end)
     q0, q1 = read_window(start, end, scrape_interval)
     match = f'{{resource="{resource}"}}'
-    cap = _node_samples(source, f"kube_node_status_capacity{match}", q0, q1, "GPU capacity",
+    cap = _node_samples(source, f"{NODE_CAPACITY_METRIC}{match}", q0, q1, "GPU capacity",
                         rejects)
     if cap.height == 0:
         _note(notes, f"kube_node_status_capacity{match}: no samples; no GPU capacity known")

@@ -70,6 +70,9 @@ MIN_WINDOW = timedelta(minutes=1)
 _BIG_BODY = 1 << 20  # pause the GC while parsing bodies above 1 MiB
 _SELECTOR = re.compile(r"^\s*(?:[A-Za-z_:][A-Za-z0-9_:]*\s*(?:\{.*\})?|\{.*\})\s*$", re.DOTALL)
 _TOO_MANY_SAMPLES = "too many samples"
+_ONE_MATCHER = (r"""\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*"""  # label, operator,
+                r"""(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')\s*""")  # quoted value
+_MATCHER_LIST = re.compile(f"{_ONE_MATCHER}(?:,{_ONE_MATCHER})*")
 
 
 # --------------------------------------------------------------------------- protocol
@@ -125,6 +128,29 @@ def check_selector(selector: str) -> str:
         msg = f"expected a vector selector like name{{label=\"v\"}}, found {selector!r}"
         raise ValueError(msg)
     return selector.strip()
+
+
+def check_matchers(matchers: str) -> str:
+    """`matchers` (label matchers without braces, such as ``cluster="a"``) stripped, if they are
+    matchers a vector selector can hold; "" stays ""."""
+    text = matchers.strip().strip(",").strip()
+    if text and _MATCHER_LIST.fullmatch(text) is None:
+        msg = f"expected label matchers without braces such as cluster=\"a\", found {matchers!r}"
+        raise ValueError(msg)
+    return text
+
+
+def add_matchers(selector: str, matchers: str) -> str:
+    """`selector` with `matchers` added inside its braces: ``m{x="y"}`` -> ``m{x="y",cluster="a"}``,
+    ``m`` -> ``m{cluster="a"}``; with no matchers, `selector` as checked."""
+    selector = check_selector(selector)
+    if not matchers:
+        return selector
+    if not selector.endswith("}"):
+        return f"{selector}{{{matchers}}}"
+    name, _, inner = selector[:-1].partition("{")  # metric names hold no brace
+    inner = inner.strip().rstrip(",").strip()  # a trailing comma is legal PromQL
+    return f"{name}{{{inner},{matchers}}}" if inner else f"{name}{{{matchers}}}"
 
 
 # --------------------------------------------------------------------------- frames
@@ -428,8 +454,12 @@ class PrometheusConfig:
     # 0.45 s gzip vs 0.11 s identity on loopback). Off by default (in-cluster / LAN reads);
     # turn on across slow links.
     compress: bool = False
+    # label matchers added to every selector this source sends (raw samples and series), for a
+    # Prometheus or Thanos holding several clusters: 'cluster="a"' (no braces)
+    selector: str = ""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "selector", check_matchers(self.selector))
         if not self.url.startswith(("http://", "https://")):
             msg = f"expected an http(s) URL for Prometheus, found {self.url!r}"
             raise ValueError(msg)
@@ -638,7 +668,7 @@ class PrometheusHttpSource:
         self, selector: str, start: datetime, end: datetime
     ) -> Iterator[pl.DataFrame]:
         """The raw samples window by window (each already limited to its own ``[a, b)``)."""
-        selector = check_selector(selector)
+        selector = add_matchers(selector, self.config.selector)  # the one place (and series)
         start, end = utc_naive(start), utc_naive(end)
         family = selector.split("{", 1)[0].strip() or selector
         a = start
@@ -698,6 +728,7 @@ class PrometheusHttpSource:
         yield frame
 
     def series(self, match: str, start: datetime, end: datetime) -> pl.DataFrame:
+        match = add_matchers(match, self.config.selector)
         params = {
             "match[]": match,
             "start": f"{epoch_ms(start) / 1000:.3f}",

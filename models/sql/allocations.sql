@@ -5,7 +5,8 @@
 --   their pods are (charged once, kubernetes domain); see bridge_pairs.
 -- Parameters: none; reads the temp table alloc_pieces (allocation_pieces.sql) and the temp table
 --   resolved_identity (resolve_identity.sql over those pieces).
--- gpu_seconds = gpus x seconds of the piece. Times are UTC.
+-- gpu_seconds = gpus x seconds of the piece. Times are UTC. identity_source: which source named
+--   the owner (resolve_identity.sql).
 SELECT
     p.day,
     p.domain,
@@ -32,6 +33,7 @@ SELECT
     r.team,
     r.cost_centre,
     r.identity_evidence,
+    r.identity_source,
     p.outcome,
     p.evidence
 FROM alloc_pieces AS p

@@ -1,4 +1,3 @@
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -7,9 +6,17 @@ import dagster as dg
 import duckdb
 from dagster_duckdb import DuckDBResource
 
+from gpuledger.site import Site
 from models.runner import ensure_schema, publish_snapshot
-from pipelines.defs.kubernetes.resources import kubernetes_source_from_environment
-from pipelines.defs.slurm.resources import slurm_source_from_environment
+from pipelines.defs.kubernetes.resources import KubernetesSourceResource
+from pipelines.defs.slurm.resources import SlurmSourceResource
+from pipelines.site import current_site, read_site
+
+# The Dagster concurrency pool of every step that opens the ledger. DuckDB allows one writing
+# process: the instance limits this pool to 1 (dagster.yaml `concurrency: pools: default_limit:
+# 1`, or `dagster instance concurrency set gpuledger_ledger 1`; docs/site-file.md), so ledger
+# steps queue for it instead of failing on the file lock.
+LEDGER_POOL = "gpuledger_ledger"
 
 
 class LedgerResource(DuckDBResource):
@@ -26,25 +33,24 @@ class LedgerResource(DuckDBResource):
         return publish_snapshot(con, Path(self.database))
 
 
-class WorldFilesResource(dg.ConfigurableResource):
-    """A folder laid out like the simulator's output (``sample_data/`` by default)."""
+class SiteResource(dg.ConfigurableResource):
+    """The site file (docs/site-file.md), read again by each step that needs it."""
 
-    root: str
+    path: str
 
-    def path(self, *parts: str) -> Path:
-        return Path(self.root).joinpath(*parts)
+    def load(self) -> Site:
+        return read_site(self.path)
 
 
 @dg.definitions
 def resources() -> dg.Definitions:
-    world_root = os.environ.get("GPULEDGER_SAMPLE_DATA", "sample_data")
+    site = current_site()
+    path = str(site.path)
     return dg.Definitions(
         resources={
-            "ledger": LedgerResource(
-                database=os.environ.get("GPULEDGER_DB", "data/gpuledger.duckdb")
-            ),
-            "world": WorldFilesResource(root=world_root),
-            "slurm": slurm_source_from_environment(world_root),
-            "kubernetes": kubernetes_source_from_environment(world_root),
+            "ledger": LedgerResource(database=str(site.db)),
+            "site": SiteResource(path=path),
+            "slurm": SlurmSourceResource(site_file=path),
+            "kubernetes": KubernetesSourceResource(site_file=path),
         }
     )

@@ -23,7 +23,7 @@ def demo_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
     patch = pytest.MonkeyPatch()
     patch.setenv("DAGSTER_HOME", str(home))
     patch.setenv("GPULEDGER_DB", str(db))
-    patch.setenv("GPULEDGER_SAMPLE_DATA", str(SAMPLE))
+    patch.setenv("GPULEDGER_CONFIG", str(SAMPLE / "gpuledger.toml"))  # Dagster's site file
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
     from pipelines.materialize import materialize_all
 

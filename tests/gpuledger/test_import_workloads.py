@@ -16,9 +16,9 @@ from connectors.kubernetes.workload_snapshot import WorkloadSnapshot, read_workl
 from gpuledger import service
 from gpuledger.cli import main
 from gpuledger.config import load_settings
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
 from models.runner import connect
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
 from tests.helpers import FIXTURES
 
 KUEUE = FIXTURES / "kueue"

@@ -13,9 +13,9 @@ from connectors.errors import SourceError
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from gpuledger import k8s_ingest, service
 from gpuledger.cli import main
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
 from models.runner import connect
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
 
 DAY1, DAY2, DAY3 = datetime(2026, 1, 5), datetime(2026, 1, 6), datetime(2026, 1, 7)
 TABLES = ("k8s_pod_allocation_pieces", "k8s_pod_allocations", "k8s_pod_phases", "k8s_pod_gpus",

@@ -7,10 +7,10 @@ import polars as pl
 import pytest
 
 from gpuledger.cli import main
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
 from models import load_sql
 from models.runner import read_snapshot
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = ["day", "domain", "person", "team", "cost_centre"]

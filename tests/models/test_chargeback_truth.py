@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from gpuledger.cli import main
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
 from models.runner import read_snapshot
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
 from tests.truth_pricing import Line, kubernetes_amount_bound, truth_lines
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,11 +19,11 @@ from benchmarks.detector_quality import (
     truth_incidents,
 )
 from gpuledger.cli import main
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
 from models import load_sql
 from models.incidents import build_incidents
 from models.runner import ensure_schema, read_snapshot
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = date(2026, 1, 5)

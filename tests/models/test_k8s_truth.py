@@ -22,9 +22,9 @@ import polars as pl
 import pytest
 
 from gpuledger.cli import main
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
 from models.runner import read_snapshot
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
 
 ROOT = Path(__file__).resolve().parents[2]
 IDENTITY = ["person", "team", "cost_centre"]

@@ -1,4 +1,4 @@
-"""Worlds with the shapes real clusters expose (``gpuledger simulate --real-shapes`` and each
+"""Worlds with the shapes real clusters expose (``python -m simulator --real-shapes`` and each
 option alone; issue #12), through ``gpuledger load-world`` and ``gpuledger build``, against the
 simulator's truth, with the comparisons of the default-shape tests:
 
@@ -34,9 +34,9 @@ from benchmarks.detector_quality import (
     truth_incidents,
 )
 from gpuledger.cli import main
-from gpuledger.simulate import NodeCounts, SimConfig, simulate
-from gpuledger.simulate.cli_args import REAL_SHAPES
 from models.runner import read_snapshot
+from simulator import NodeCounts, SimConfig, simulate
+from simulator.cli_args import REAL_SHAPES
 from tests.models.test_k8s_truth import IDENTITY, KEY, _bounds, _truth_pods
 
 WORLD = {"seed": 5, "days": 3, "nodes": NodeCounts(hpc=1, k8s=4, shared=2)}

@@ -15,9 +15,9 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from gpuledger.cli import main
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
 from models.build import build_gpu_usage_hourly, data_days
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
 
 NODE_SUMS = ("capacity_gpu_seconds", "allocated_gpu_seconds", "slurm_gpu_seconds",
              "kubernetes_gpu_seconds", "unallocated_gpu_seconds", "measured_gpu_seconds",

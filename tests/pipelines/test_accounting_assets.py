@@ -14,12 +14,12 @@ import duckdb
 import pytest
 
 from gpuledger.cli import main
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
 from models import build
 from models.build import build_allocations, build_gpu_usage_hourly, data_days
-from pipelines.definitions import defs as load_defs
 from pipelines.defs.resources import LedgerResource
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
+from tests.helpers import SAMPLE_SITE, load_definitions
 
 DAY = "2026-01-06"  # the simulated world's second day
 ASSET = dg.AssetKey("gpu_usage_hourly")
@@ -51,7 +51,7 @@ def ledger(built: Path, tmp_path: Path) -> Path:
 
 
 def _run(db: Path, selection: dg.AssetSelection) -> dg.ExecuteInProcessResult:
-    defs = load_defs()
+    defs = load_definitions(SAMPLE_SITE)  # the model assets read only the ledger
     return dg.materialize(
         [*defs.assets, *(defs.asset_checks or [])],
         resources={**defs.resources, "ledger": LedgerResource(database=str(db))},

@@ -8,12 +8,12 @@ import duckdb
 import pytest
 
 from gpuledger.cli import main
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
 from models.runner import LedgerIncomplete, snapshot_path
-from pipelines.definitions import defs as load_defs
 from pipelines.defs.resources import LedgerResource
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
 from tests.helpers import INVOICE_DIFFERS_FROM_LEDGER as INVARIANT
+from tests.helpers import SAMPLE_SITE, load_definitions
 
 DAY = "2026-01-06"
 MODEL_STEPS = ("allocations", "gpu_usage_hourly", "open_invoice_lines", "incidents")
@@ -30,7 +30,7 @@ def loaded(tmp_path: Path) -> Path:
 
 
 def run(db: Path, *keys: str) -> dg.ExecuteInProcessResult:
-    defs = load_defs()
+    defs = load_definitions(SAMPLE_SITE)  # the model assets read only the ledger
     return dg.materialize(
         [*defs.assets, *(defs.asset_checks or [])],
         resources={**defs.resources, "ledger": LedgerResource(database=str(db))},

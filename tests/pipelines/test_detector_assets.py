@@ -5,8 +5,8 @@ import dagster as dg
 import duckdb
 
 from models.runner import ensure_schema
-from pipelines.definitions import defs as load_defs
 from pipelines.defs.resources import LedgerResource
+from tests.helpers import SAMPLE_SITE, load_definitions
 
 DAY = "2026-01-05"
 
@@ -39,7 +39,7 @@ def _ledger(db: Path) -> None:
 
 
 def _materialize(db: Path, **config: float) -> dg.ExecuteInProcessResult:
-    defs = load_defs()
+    defs = load_definitions(SAMPLE_SITE)  # the model assets read only the ledger
     return dg.materialize(
         [*defs.assets, *(defs.asset_checks or [])],
         resources={**defs.resources, "ledger": LedgerResource(database=str(db))},

@@ -9,16 +9,12 @@ import dagster as dg
 import duckdb
 import pytest
 
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
-from pipelines.definitions import defs as load_defs
+from gpuledger.site import load_site
 from pipelines.defs.kubernetes import checks
-from pipelines.defs.kubernetes.resources import (
-    KubernetesSourceResource,
-    kubernetes_source_from_environment,
-)
-from pipelines.defs.resources import LedgerResource, WorldFilesResource
-from pipelines.defs.slurm.resources import slurm_source_from_environment
+from pipelines.defs.kubernetes.resources import KubernetesSourceResource
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
+from tests.helpers import materialize_world
 
 DAY = "2026-01-06"  # the simulated world's second day: outage, Kueue restart, label drift
 START, END = datetime(2026, 1, 6), datetime(2026, 1, 7)
@@ -36,24 +32,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _resources(db: Path, world: Path) -> dict[str, object]:
-    return {
-        "ledger": LedgerResource(database=str(db)),
-        "world": WorldFilesResource(root=str(world)),
-        "slurm": slurm_source_from_environment(str(world)),
-        "kubernetes": kubernetes_source_from_environment(str(world)),
-    }
-
-
 def _run(db: Path, world: Path, selection: tuple[str, ...],
          partition: str | None = None) -> dg.ExecuteInProcessResult:
-    defs = load_defs()
-    return dg.materialize(
-        [*defs.assets, *(defs.asset_checks or [])],
-        resources=_resources(db, world),
-        selection=dg.AssetSelection.assets(*selection),
-        partition_key=partition,
-    )
+    """The world's site file (<world>/gpuledger.toml) against a temp ledger."""
+    return materialize_world(db, world, dg.AssetSelection.assets(*selection), partition)
 
 
 def _dump(db: Path) -> dict[str, list[tuple]]:
@@ -73,8 +55,10 @@ def test_day_partition_loads_checks_and_reruns_identically(world: Path, tmp_path
     }
     assert set(meta) == set(K8S_ASSETS)
     assert meta["k8s_pod_allocations"]["pods"].value > 10
-    assert meta["k8s_pod_allocations"]["scrape_interval_s"].value == 60.0
-    assert meta["k8s_pod_allocations"]["cluster"].value == "gpulab"
+    assert meta["k8s_pod_allocations"]["clusters"].value == "gpulab"
+    per_cluster = meta["k8s_pod_allocations"]["per_cluster"].value
+    assert per_cluster["gpulab"]["pods"] == meta["k8s_pod_allocations"]["pods"].value
+    assert per_cluster["gpulab"]["scrape_interval_s"] == 60.0
     assert meta["gpu_utilization"]["gpu_minute_rows"].value > 0
     assert meta["kueue_metrics"]["rows"].value > 0
 
@@ -163,25 +147,31 @@ def test_checks_return_the_offending_rows(world: Path, tmp_path: Path):
         con.close()
 
 
-def test_source_follows_the_environment(world: Path, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delenv("GPULEDGER_PROMETHEUS_URL", raising=False)
-    monkeypatch.delenv("GPULEDGER_K8S_CLUSTER", raising=False)
-    twin = kubernetes_source_from_environment(str(world))
-    assert (twin.mode, twin.cluster) == ("openmetrics", "gpulab")
-    assert twin.openmetrics_path == str(world / "prometheus" / "metrics.om")
-    monkeypatch.setenv("GPULEDGER_PROMETHEUS_URL", "https://prometheus.example:9090")
+def test_source_follows_the_site_file(world: Path, tmp_path: Path):
+    twin = KubernetesSourceResource(site_file=str(world / "gpuledger.toml"))
+    (cluster,) = twin.clusters()
+    assert cluster.name == "gpulab"
+    assert twin.describe(cluster) == str(world / "prometheus" / "metrics.om")
     token = tmp_path / "token"
     token.write_text("secret\n")
-    monkeypatch.setenv("GPULEDGER_PROMETHEUS_BEARER_TOKEN_FILE", str(token))
-    monkeypatch.setenv("GPULEDGER_PROMETHEUS_HEADERS", '{"X-Scope-OrgID": "gpu"}')
-    monkeypatch.setenv("GPULEDGER_K8S_CLUSTER", "prod")
-    real = kubernetes_source_from_environment(str(world))
-    assert (real.mode, real.prometheus_url, real.cluster) == (
-        "prometheus", "https://prometheus.example:9090", "prod")
-    source = real.source()
+    site = tmp_path / "gpuledger.toml"
+    site.write_text(f"""
+[gpuledger]
+first_day = "2026-01-05"
+[gpuledger.clusters.prod.prometheus]
+url = "https://thanos.example:9090/"
+selector = 'cluster="prod"'
+bearer_token_file = "{token}"
+headers = {{ "X-Scope-OrgID" = "gpu" }}
+timeout_s = 30
+""", encoding="utf-8")
+    real = KubernetesSourceResource(site_file=str(site))
+    (cluster,) = real.clusters()
+    assert cluster == load_site(site).cluster("prod")
+    source = real.source(cluster)
+    assert source.config.url == "https://thanos.example:9090"
+    assert source.config.selector == 'cluster="prod"'
     assert source.config.bearer_token_file == token
     assert source.config.headers == {"X-Scope-OrgID": "gpu"}
+    assert source.config.timeout_s == 30
     assert source.client.headers["Authorization"] == "Bearer secret"
-    with pytest.raises(ValueError, match="expected kubernetes source mode"):
-        KubernetesSourceResource(mode="thanos").source()

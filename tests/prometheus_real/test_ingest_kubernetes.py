@@ -26,9 +26,9 @@ from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import PrometheusConfig, PrometheusHttpSource
 from gpuledger import k8s_ingest, service
 from gpuledger.cli import main
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
 from models.runner import connect
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
 
 pytestmark = pytest.mark.prometheus
 

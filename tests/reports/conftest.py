@@ -9,9 +9,9 @@ import duckdb
 import pytest
 
 from gpuledger.cli import main
-from gpuledger.simulate import SimConfig, simulate
-from gpuledger.simulate.config import NodeCounts
 from models.runner import ensure_schema, publish_snapshot
+from simulator import SimConfig, simulate
+from simulator.config import NodeCounts
 
 SIM_WEEKS = ("2026-W02", "2026-W03")  # the simulated days 2026-01-08 .. 2026-01-12 touch both
 

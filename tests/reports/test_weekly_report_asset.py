@@ -10,9 +10,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from pipelines.definitions import defs as load_defs
-from pipelines.defs.partitions import weekly_partitions
-from tests.helpers import materialize_world
+from tests.helpers import SAMPLE_SITE, load_definitions, materialize_world
 
 MONDAY = "2026-01-05"  # 2026-W02, which the simulated world of tests/reports/conftest.py touches
 
@@ -51,7 +49,9 @@ def test_asset_writes_the_weeks_report_with_the_models_totals(
 
 
 def test_weekly_report_is_iso_weekly_after_chargeback_and_in_the_monday_close():
-    defs = load_defs()
+    defs = load_definitions(SAMPLE_SITE)  # Dagster is built from a site file
+    from pipelines.defs.partitions import weekly_partitions  # as the site made them
+
     graph = defs.resolve_asset_graph()
     node = graph.get(dg.AssetKey("weekly_report"))
     assert node.partitions_def == weekly_partitions

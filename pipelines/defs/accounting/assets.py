@@ -2,10 +2,11 @@ import dagster as dg
 
 from models.build import begin_build, build_allocations, build_chargeback, build_gpu_usage_hourly
 from pipelines.defs.partitions import daily_partitions
-from pipelines.defs.resources import LedgerResource
+from pipelines.defs.resources import LEDGER_POOL, LedgerResource
 
 
 @dg.asset(
+    pool=LEDGER_POOL,
     partitions_def=daily_partitions,
     group_name="accounting",
     kinds={"duckdb", "sql"},
@@ -36,6 +37,7 @@ def allocations(context: dg.AssetExecutionContext, ledger: LedgerResource) -> dg
 
 
 @dg.asset(
+    pool=LEDGER_POOL,
     partitions_def=daily_partitions,
     group_name="accounting",
     kinds={"duckdb", "sql"},
@@ -78,10 +80,12 @@ def gpu_usage_hourly(
 
 
 @dg.asset(
+    pool=LEDGER_POOL,
     partitions_def=daily_partitions,
     group_name="accounting",
     kinds={"duckdb", "sql"},
-    deps=["allocations", "gpu_usage_hourly", "rate_card"],
+    # data_quality_days: the lines' provisional mark reads it (view invoice_lines)
+    deps=["allocations", "gpu_usage_hourly", "rate_card", "data_quality_days"],
     description="The invoice lines the day touches, rebuilt with its ledger: the day's, its ISO "
     "week's and its month's lines (chargeback_periods), so a published snapshot's invoice hours "
     "always equal its ledger hours, also for the week still open. The Monday close rebuilds "
@@ -92,5 +96,6 @@ def open_invoice_lines(
 ) -> dg.MaterializeResult:
     day = context.partition_time_window.start.date()
     with ledger.ledger() as con:
-        lines = build_chargeback(con, day, day)
+        # run: named on adjustment lines when late data changed a closed week
+        lines = build_chargeback(con, day, day, run=context.run.run_id)
     return dg.MaterializeResult(metadata={"lines": lines})

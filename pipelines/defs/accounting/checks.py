@@ -5,12 +5,13 @@ import dagster as dg
 from models import load_sql
 from pipelines.defs.check_results import offending_rows_result, query_rows
 from pipelines.defs.partitions import daily_partitions
-from pipelines.defs.resources import LedgerResource
+from pipelines.defs.resources import LEDGER_POOL, LedgerResource
 
 # What the capacity check needs of the detectors' incidents table.
 
 
 @dg.asset_check(
+    pool=LEDGER_POOL,
     asset="allocations",
     partitions_def=daily_partitions,
     description="GPU-hours charged to 'unattributed' for the day, with the raw keys behind them.",
@@ -37,6 +38,7 @@ def unattributed_share(
 
 
 @dg.asset_check(
+    pool=LEDGER_POOL,
     asset="allocations",
     partitions_def=daily_partitions,
     description="No node holds more GPUs than it has (both schedulers together); intervals "
@@ -74,6 +76,7 @@ def _day_rows(context: dg.AssetCheckExecutionContext, ledger: LedgerResource,
 
 
 @dg.asset_check(
+    pool=LEDGER_POOL,
     asset="gpu_usage_hourly",
     partitions_def=daily_partitions,
     blocking=True,
@@ -89,6 +92,7 @@ def hourly_allocated_totals_agree(
 
 
 @dg.asset_check(
+    pool=LEDGER_POOL,
     asset="gpu_usage_hourly",
     partitions_def=daily_partitions,
     description="Every hourly row has 0 <= busy <= measured <= allocated and busy + idle = "
@@ -102,6 +106,7 @@ def hourly_busy_within_measured_within_allocated(
 
 
 @dg.asset_check(
+    pool=LEDGER_POOL,
     asset="gpu_usage_hourly",
     partitions_def=daily_partitions,
     description="No node-hour has more GPU-seconds allocated (both schedulers) than the node "

@@ -3,25 +3,27 @@ import dagster as dg
 from models.build import finish_build
 from models.incidents import (
     DEFAULT_GANG_GRACE_SECONDS,
-    DEFAULT_IDLE_MIN_MINUTES,
-    DEFAULT_IDLE_THRESHOLD,
     build_incidents,
+    idle_rules_with,
 )
 from pipelines.defs.partitions import daily_partitions
-from pipelines.defs.resources import LedgerResource
+from pipelines.defs.resources import LEDGER_POOL, LedgerResource, SiteResource
 
 
 class DetectorConfig(dg.Config):
-    """Thresholds of the detectors (docs/detectors.md); the defaults are the issue's."""
+    """Thresholds of the detectors (docs/detectors.md). The idle rules are the site file's
+    [gpuledger.idle] policies; idle_threshold/idle_min_minutes, when set, replace their zero
+    rule everywhere for this run (as `gpuledger build --idle-threshold`)."""
 
-    idle_threshold: float = DEFAULT_IDLE_THRESHOLD
-    idle_min_minutes: float = DEFAULT_IDLE_MIN_MINUTES
+    idle_threshold: float | None = None
+    idle_min_minutes: float | None = None
     gang_grace_seconds: float = DEFAULT_GANG_GRACE_SECONDS
 
 
 @dg.asset(
     partitions_def=daily_partitions,
     group_name="detectors",
+    pool=LEDGER_POOL,
     kinds={"duckdb", "sql"},
     deps=["allocations", "gpu_utilization", "kueue_workloads", "slurm_jobs", "rate_card",
           "open_invoice_lines"],
@@ -30,14 +32,14 @@ class DetectorConfig(dg.Config):
     "cost and evidence rows; and the slurm-bridge pairs of the day (one workload, no conflict).",
 )
 def incidents(
-    context: dg.AssetExecutionContext, config: DetectorConfig, ledger: LedgerResource
+    context: dg.AssetExecutionContext, config: DetectorConfig, ledger: LedgerResource,
+    site: SiteResource,
 ) -> dg.MaterializeResult:
     day = context.partition_time_window.start.date()
+    rules = idle_rules_with(site.load().idle, config.idle_threshold, config.idle_min_minutes)
     with ledger.ledger() as con:
         built = build_incidents(
-            con, day, day, idle_threshold=config.idle_threshold,
-            idle_min_minutes=config.idle_min_minutes,
-            gang_grace_seconds=config.gang_grace_seconds,
+            con, day, day, idle_rules=rules, gang_grace_seconds=config.gang_grace_seconds,
         )
         # the day's last table: its ledger, usage, invoice lines and incidents agree again
         finish_build(con, day, day)

@@ -2,7 +2,7 @@ import dagster as dg
 
 from pipelines.defs.check_results import offending_rows_result, query_rows
 from pipelines.defs.partitions import daily_partitions
-from pipelines.defs.resources import LedgerResource
+from pipelines.defs.resources import LEDGER_POOL, LedgerResource
 
 COLUMNS = ("incident_id, node, start_ts, end_ts, gpu_seconds, cost, currency, slurm_job, "
            "k8s_workload, person, other_person, evidence_level, detail")
@@ -29,7 +29,7 @@ def _incidents_check(name: str, kind: str, description: str) -> dg.AssetChecksDe
     """The day's check ``name`` on the incidents of ``kind`` (the three differ only in kind)."""
 
     @dg.asset_check(asset="incidents", name=name, partitions_def=daily_partitions,
-                    description=description)
+                    pool=LEDGER_POOL, description=description)
     def check(context: dg.AssetCheckExecutionContext,
               ledger: LedgerResource) -> dg.AssetCheckResult:
         return _incidents_of(kind, context, ledger)

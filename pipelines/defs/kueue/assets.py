@@ -1,12 +1,24 @@
 import dagster as dg
 
-from gpuledger import service
-from gpuledger.config import load_settings
-from pipelines.defs.resources import LedgerResource, WorldFilesResource
+from gpuledger import service, workload_history
+from gpuledger.site import ClusterSite, Site
+from pipelines.defs.resources import LEDGER_POOL, LedgerResource, SiteResource
 
 RAW = dg.AssetKey("kueue_workload_snapshot")
 READ = dg.AssetKey("kueue_workloads")
+HISTORY = dg.AssetKey("kueue_workload_history")
 CHECK = "every_workload_read"
+
+
+def snapshot_clusters(site: Site) -> list[ClusterSite]:
+    """Clusters whose Workloads come from a kubectl snapshot file (or a folder of them)."""
+    return [c for c in site.clusters if c.kueue is not None and c.kueue.snapshot is not None]
+
+
+def api_clusters(site: Site) -> list[ClusterSite]:
+    """Clusters whose Workloads the history sensor lists through the Kubernetes API."""
+    return [c for c in site.clusters if c.kueue is not None and c.kueue.kubeconfig is not None
+            and c.kueue.snapshot is None]
 
 
 @dg.multi_asset(
@@ -14,39 +26,53 @@ CHECK = "every_workload_read"
         dg.AssetSpec(
             RAW, group_name="kubernetes", kinds={"duckdb", "json"},
             description="Kueue Workload objects from a kubectl snapshot, one row per workload "
-            "(kueue_workloads_raw). Filled by the same read as kueue_workloads.",
+            "(kueue_workloads_raw): the latest state seen of each. Filled by the same read as "
+            "kueue_workloads.",
         ),
         dg.AssetSpec(
             READ, group_name="kubernetes", kinds={"duckdb", "json"},
             description="Kueue Workloads from the kubectl snapshot with their conditions read: "
             "queue, ClusterQueue, owner, pod-set counts, GPUs (the gpu_resources setting), "
             "quota reserved / admitted / PodsReady times, evictions (Preempted, "
-            "PodsReadyTimeout, ...), requeues, finished.",
+            "PodsReadyTimeout, ...), requeues, finished. Each snapshot is one observation of "
+            "kueue_workload_history; Workloads deleted since keep their last state.",
         ),
     ],
     check_specs=[dg.AssetCheckSpec(CHECK, asset=READ, description="every Workload item of "
                                    "the snapshot could be read (bad items are in rejects)")],
     can_subset=True,
+    pool=LEDGER_POOL,
 )
 def kueue_workload_tables(
-    context: dg.AssetExecutionContext, ledger: LedgerResource, world: WorldFilesResource
+    context: dg.AssetExecutionContext, ledger: LedgerResource, site: SiteResource
 ):
-    """One call of ``service.import_workloads`` (the CLI's path): both tables, one transaction.
-
-    GPU resource names come from the settings (``gpu_resources`` in gpuledger.toml or
-    ``GPULEDGER_GPU_RESOURCES``), as for the CLI.
-    """
-    path = world.path("kueue", "workloads.json")
-    gpu_resources = load_settings().gpu_resources
+    """``service.import_workloads`` (the CLI's path) for each cluster's ``[kueue] snapshot``:
+    a file is one observation; a folder of time-named files is read in order (the API's
+    fixture twin). GPU resource names come from the site's ``gpu_resources``."""
+    the_site = site.load()
+    gpu_resources = the_site.gpu_resources
+    results, files = [], []
+    for cluster in snapshot_clusters(the_site):
+        path = cluster.kueue.snapshot  # type: ignore[union-attr]
+        if path.is_dir():
+            stored = workload_history.ingest_spool(
+                ledger.ledger, path, cluster=cluster.name, namespace=cluster.kueue.namespace,
+                gpu_resources=gpu_resources, archive=False)
+            results += [r for r, _ in stored]
+        else:
+            with ledger.ledger() as con:
+                results.append(service.import_workloads(con, path, gpu_resources=gpu_resources,
+                                                        cluster=cluster.name))
+        files.append(str(path))
     with ledger.ledger() as con:
-        result = service.import_workloads(con, path, gpu_resources=gpu_resources)
         counts = con.execute(
             "SELECT count(*) FILTER (WHERE evicted), count(*) FILTER (WHERE eviction_count > 0), "
             "count(*) FILTER (WHERE preempted), count(*) FILTER (WHERE finished), "
             "count(*) FILTER (WHERE NOT quota_reserved AND NOT finished) FROM kueue_workloads"
         ).fetchone()
-    common = {"rows": result.rows, "rejected": len(result.rejects), "source_file": str(path),
-              "gpu_resources": ", ".join(gpu_resources)}
+    rejects = [r for result in results for r in result.rejects]
+    common = {"rows": sum(r.rows for r in results), "rejected": len(rejects),
+              "source_file": ", ".join(files), "gpu_resources": ", ".join(gpu_resources)}
     selected = context.selected_asset_keys
     if RAW in selected:
         yield dg.MaterializeResult(asset_key=RAW, metadata=common)
@@ -56,10 +82,41 @@ def kueue_workload_tables(
             "preempted": counts[2], "finished": counts[3], "pending": counts[4],
         })
     if any(k.name == CHECK for k in context.selected_asset_check_keys):
-        sample = "\n".join(f"- {r.describe()}" for r in result.rejects[:20])
+        sample = "\n".join(f"- {r.describe()}" for r in rejects[:20])
         yield dg.AssetCheckResult(
-            asset_key=READ, check_name=CHECK, passed=not result.rejects,
+            asset_key=READ, check_name=CHECK, passed=not rejects,
             severity=dg.AssetCheckSeverity.WARN,
-            metadata={"offending_rows": len(result.rejects),
+            metadata={"offending_rows": len(rejects),
                       "sample": dg.MetadataValue.md(sample or "none")},
         )
+
+
+@dg.asset(
+    key=HISTORY,
+    group_name="kueue_history",
+    kinds={"duckdb", "json"},
+    pool=LEDGER_POOL,
+    description="Every state of every Kueue Workload the history sensor listed through the "
+    "Kubernetes API (kueue_workload_history, with deleted_seen_at once a Workload is gone), "
+    "and kueue_workloads refreshed to the latest state of each: the spooled snapshots "
+    "(<db folder>/spool/kueue/<cluster>/) in time order, each archived to done/ after commit.",
+)
+def kueue_workload_history(ledger: LedgerResource, site: SiteResource) -> dg.MaterializeResult:
+    the_site = site.load()
+    per_cluster: dict[str, dict[str, int]] = {}
+    for cluster in api_clusters(the_site):
+        stored = workload_history.ingest_spool(
+            ledger.ledger, workload_history.spool_folder(the_site.db, cluster.name),
+            cluster=cluster.name, namespace=cluster.kueue.namespace,  # type: ignore[union-attr]
+            gpu_resources=the_site.gpu_resources)
+        per_cluster[cluster.name] = {
+            "files": len(stored),
+            "workloads_listed": sum(o.listed for _, o in stored),
+            "new_states": sum(o.new_states for _, o in stored),
+            "deleted": sum(o.deleted for _, o in stored),
+            "rejected": sum(len(r.rejects) for r, _ in stored),
+        }
+    return dg.MaterializeResult(metadata={
+        key: sum(c[key] for c in per_cluster.values())
+        for key in ("files", "new_states", "deleted", "rejected")
+    } | {"per_cluster": dg.MetadataValue.json(per_cluster)})

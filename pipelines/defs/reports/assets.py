@@ -3,12 +3,13 @@ import dagster as dg
 from gpuledger.report import IsoWeek, write_weekly_report
 from gpuledger.report.location import reports_dir
 from pipelines.defs.partitions import weekly_partitions
-from pipelines.defs.resources import LedgerResource
+from pipelines.defs.resources import LEDGER_POOL, LedgerResource
 
 
 @dg.asset(
     partitions_def=weekly_partitions,
     group_name="reports",
+    pool=LEDGER_POOL,
     kinds={"html", "csv"},
     deps=["chargeback", "incidents"],
     description="The weekly chargeback report of one ISO week: reports/<YYYY-Www>/ with a summary "

@@ -1,9 +1,10 @@
 import dagster as dg
 
-from pipelines.defs.resources import LedgerResource
+from pipelines.defs.resources import LEDGER_POOL, LedgerResource
 
 
 @dg.asset(
+    pool=LEDGER_POOL,
     group_name="serving",
     kinds={"duckdb"},
     deps=["gpu_inventory", "identity_map", "slurm_accounts", "rate_card",

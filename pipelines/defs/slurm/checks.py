@@ -1,3 +1,5 @@
+from collections.abc import Sequence
+
 import dagster as dg
 import duckdb
 
@@ -5,7 +7,7 @@ from connectors.slurm.sanity import REASON_PREFIX, RULES
 from models import load_sql
 from pipelines.defs.check_results import offending_rows_result, query_rows
 from pipelines.defs.partitions import daily_partitions
-from pipelines.defs.resources import LedgerResource
+from pipelines.defs.resources import LEDGER_POOL, LedgerResource
 
 UNIQUE_RUNS_CHECK = "no_duplicate_runs"
 DURATIONS_CHECK = "durations_are_possible"
@@ -43,16 +45,16 @@ def gpu_field_parsed(con: duckdb.DuckDBPyConnection) -> dg.AssetCheckResult:
 
 
 def lines_within_sanity_limits(con: duckdb.DuckDBPyConnection,
-                               source_file: str) -> dg.AssetCheckResult:  # fmt: skip
-    """WARN when the day's sacct load (``source_file``) rejected lines for breaking a sanity limit
-    (GPUs beyond the inventory or a ceiling, End before Start, absurd durations, times in the
-    future: connectors.slurm.sanity); returns those rejects (file, line, field, reason) and the
-    count per rule. Those lines are not charged: the day's invoice misses them until the source
-    is fixed."""
+                               source_files: Sequence[str]) -> dg.AssetCheckResult:  # fmt: skip
+    """WARN when the day's sacct loads (``source_files``, one per cluster) rejected lines for
+    breaking a sanity limit (GPUs beyond the inventory or a ceiling, End before Start, absurd
+    durations, times in the future: connectors.slurm.sanity); returns those rejects (file, line,
+    field, reason) and the count per rule. Those lines are not charged: the day's invoice misses
+    them until the source is fixed."""
     rows, cols = query_rows(con, """
         SELECT source_file AS file, line_no AS line, field, reason FROM rejects
-        WHERE source = 'sacct' AND source_file = ? AND starts_with(reason, ?)
-        ORDER BY line_no""", [source_file, REASON_PREFIX])
+        WHERE source = 'sacct' AND list_contains(?, source_file) AND starts_with(reason, ?)
+        ORDER BY source_file, line_no""", [list(source_files), REASON_PREFIX])
     by_rule = dict.fromkeys(RULES, 0)
     for *_, reason in rows:
         rule = reason[len(REASON_PREFIX):].split(":", 1)[0]
@@ -60,7 +62,7 @@ def lines_within_sanity_limits(con: duckdb.DuckDBPyConnection,
     return offending_rows_result(
         rows, cols, severity=dg.AssetCheckSeverity.WARN, check_name=SANITY_CHECK,
         metadata={"offending_rows": len(rows), "by_rule": dg.MetadataValue.json(by_rule),
-                  "source_file": source_file},
+                  "source_files": ", ".join(source_files)},
     )
 
 
@@ -68,6 +70,7 @@ def lines_within_sanity_limits(con: duckdb.DuckDBPyConnection,
     asset="sreport_gpu",
     additional_deps=["slurm_jobs"],
     partitions_def=daily_partitions,
+    pool=LEDGER_POOL,
     description="Our GPU-seconds per (account, user) equal sreport's for every stored sreport "
     "window; returns the rows that differ.",
 )

@@ -1,98 +1,174 @@
-import json
-import os
+"""Slurm sources from the site file, one per ``[gpuledger.clusters.<name>.slurm]`` table.
+
+Every read happens with the ledger closed: live, sacct/sreport/scontrol run first (a slow
+``ssh login-node`` prefix never holds the writer lock) and their output is then written in short
+transactions by the same library calls the CLI makes; a dump is a local file and is parsed while
+written.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 import duckdb
 
-from connectors.slurm.commands import CommandRunner
+from connectors.slurm.fields import SACCT_ENVIRONMENT, sacct_command
 from connectors.slurm.parse import parse_sacct
-from connectors.slurm.sanity import SanityLimits
-from gpuledger import slurm_ingest
-from gpuledger.config import load_settings
+from connectors.slurm.scontrol import ScontrolParse, fetch_scontrol_jobs
+from gpuledger import scontrol_ingest, slurm_ingest
+from gpuledger.site import ClusterSite, SlurmSite
+from gpuledger.site_sources import slurm_limits, slurm_runner
+from pipelines.site import read_site
+
+SREPORT_ENVIRONMENT = {"TZ": "UTC"}  # as slurm_ingest.ingest_sreport runs it
+
+
+class _Recorded:
+    """A runner that answers with what the real one printed before the ledger was opened, so the
+    library's ``ingest_*`` functions (the CLI's path) store it unchanged."""
+
+    def __init__(self, outputs: dict[tuple[str, ...], str]) -> None:
+        self.outputs = outputs
+
+    def run(self, command: Sequence[str], environment: dict[str, str]) -> str:
+        key = tuple(command)
+        if key not in self.outputs:
+            msg = f"expected a recorded command among {sorted(self.outputs)}, found {key}"
+            raise KeyError(msg)
+        return self.outputs[key]
+
+
+def _binary(slurm: SlurmSite, command: list[str]) -> list[str]:
+    """The command with the site's sacct binary (``sacct = "/opt/slurm/bin/sacct"``)."""
+    if command[0] == "sacct" and slurm.sacct and slurm.sacct != "sacct":
+        return [slurm.sacct, *command[1:]]
+    return command
+
+
+@dataclass(frozen=True)
+class SacctRead:
+    """One cluster's sacct for a window, read with the ledger closed (live mode), or the dump
+    to parse (dump mode, ``text`` is None)."""
+
+    cluster: ClusterSite
+    start: datetime
+    end: datetime
+    text: str | None
+    observed_at: datetime | None
+    source: str
+
+
+@dataclass(frozen=True)
+class SreportRead:
+    cluster: ClusterSite
+    utilization: str
+    accounts: str
+    source: str
 
 
 class SlurmSourceResource(dg.ConfigurableResource):
-    """Where Slurm accounting comes from: live ``sacct``/``sreport`` (``mode="sacct"``, optionally
-    through a prefix such as ``ssh login``) or exported dump files (``mode="dump"``)."""
+    """The Slurm side of every cluster of the site file: live ``sacct``/``sreport``/``scontrol``
+    (``mode = "sacct"``, through the cluster's ``prefix``) or exported dump files."""
 
-    mode: str = "dump"
-    sacct_prefix: str = ""
-    timeout_s: float = 300.0
-    lookback_hours: float = 48.0
-    dump_path: str = ""
-    dump_timezone: str = "UTC"
-    dump_as_of: str = ""
-    sreport_utilization_path: str = ""
-    sreport_accounts_path: str = ""
-    # sanity limits of sacct lines ([gpuledger.slurm_limits] in gpuledger.toml; docs/slurm.md)
-    slurm_limits: dict[str, float] = SanityLimits().as_config()
+    site_file: str
 
-    def limits(self) -> SanityLimits:
-        return SanityLimits.from_config(self.slurm_limits)
+    def clusters(self) -> list[ClusterSite]:
+        return [c for c in read_site(self.site_file).clusters if c.slurm is not None]
 
-    def _as_of(self) -> datetime | None:
-        if not self.dump_as_of:
+    # ------------------------------------------------------------------ sacct
+
+    def read_window(self, cluster: ClusterSite, start: datetime, end: datetime) -> SacctRead:
+        """Run sacct for ``[start - lookback, end)`` (no ledger connection is open)."""
+        slurm = _slurm(cluster)
+        if slurm.mode != "sacct":
+            return SacctRead(cluster, start, end, None, None, str(slurm.dump))
+        lookback = timedelta(hours=slurm.lookback_hours)
+        command = sacct_command(*slurm_ingest.sacct_window(start, end, lookback))
+        text = slurm_runner(slurm).run(_binary(slurm, command), SACCT_ENVIRONMENT)
+        observed = datetime.now(UTC).replace(tzinfo=None)  # what sacct said holds now
+        return SacctRead(cluster, start, end, text, observed, f"sacct ({slurm.prefix or 'local'})")
+
+    def write_window(self, con: duckdb.DuckDBPyConnection, read: SacctRead,
+                     ) -> slurm_ingest.SlurmLoad:  # fmt: skip
+        slurm = _slurm(read.cluster)
+        lookback = timedelta(hours=slurm.lookback_hours)
+        if read.text is not None:
+            command = sacct_command(*slurm_ingest.sacct_window(read.start, read.end, lookback))
+            return slurm_ingest.ingest_slurm_window(
+                con, _Recorded({tuple(command): read.text}), read.start, read.end,  # type: ignore[arg-type]
+                lookback=lookback, now=read.observed_at, limits=slurm_limits(slurm),
+            )
+        return _store_dump(con, read.cluster, slurm, read.start, read.end, lookback)
+
+    # ------------------------------------------------------------------ sreport
+
+    def read_sreport(self, cluster: ClusterSite, start: datetime, end: datetime,
+                     ) -> SreportRead | None:  # fmt: skip
+        """Both sreport reports of the window (live) or the exported ones; None: not configured."""
+        slurm = _slurm(cluster)
+        if slurm.mode == "sacct":
+            if not slurm.sreport:
+                return None
+            runner = slurm_runner(slurm)
+            util_cmd, acct_cmd = slurm_ingest.sreport_commands(start, end)
+            return SreportRead(cluster, runner.run(util_cmd, SREPORT_ENVIRONMENT),
+                               runner.run(acct_cmd, SREPORT_ENVIRONMENT),
+                               f"sreport {start:%Y-%m-%dT%H:%M:%S}")
+        if slurm.sreport_utilization is None or slurm.sreport_accounts is None:
             return None
-        return datetime.fromisoformat(self.dump_as_of.replace("Z", "+00:00")).astimezone(
-            UTC).replace(tzinfo=None)
+        return SreportRead(cluster, slurm.sreport_utilization.read_text(encoding="utf-8"),
+                           slurm.sreport_accounts.read_text(encoding="utf-8"),
+                           str(slurm.sreport_utilization.parent))
 
-    def load_window(self, con: duckdb.DuckDBPyConnection, start: datetime,
-                    end: datetime) -> slurm_ingest.SlurmLoad:
-        lookback = timedelta(hours=self.lookback_hours)
-        if self.mode == "sacct":
-            runner = CommandRunner.from_prefix(self.sacct_prefix, timeout_s=self.timeout_s)
-            return slurm_ingest.ingest_slurm_window(con, runner, start, end, lookback=lookback,
-                                                    limits=self.limits())  # fmt: skip
-        if self.mode != "dump":
-            msg = f"expected slurm source mode 'sacct' or 'dump', found {self.mode!r}"
-            raise ValueError(msg)
-        as_of = self._as_of()
-        limits = slurm_ingest.sanity_limits(
-            con, observed_at=as_of or datetime.now(UTC).replace(tzinfo=None),
-            observed_what="the dump's as-of time" if as_of else "the time of the import",
-            charged_until=as_of, base=self.limits(),
-        )  # fmt: skip
-        parsed = parse_sacct(Path(self.dump_path), timezone=self.dump_timezone,
-                             source_file=self.dump_path, limits=limits)  # fmt: skip
-        # every day's load is the same dump, observed when it was taken
-        observed = as_of or slurm_ingest.default_observed_until(parsed)
-        window = slurm_ingest.within_window(parsed, start - lookback, end)
-        seen = min(end, as_of) if as_of else end
-        return slurm_ingest.store_sacct(
-            con, window, source_file=self.dump_path, observed_until=seen, observed_at=observed,
-            partition_key=f"{start:%Y-%m-%d}", window=(start, end),
-        )
+    def write_sreport(self, con: duckdb.DuckDBPyConnection, read: SreportRead) -> tuple[int, int]:
+        return slurm_ingest.store_sreport(con, read.utilization, read.accounts, source=read.source)
 
-    def load_sreport(self, con: duckdb.DuckDBPyConnection, start: datetime,
-                     end: datetime) -> tuple[int, int]:
-        if self.mode == "sacct":
-            runner = CommandRunner.from_prefix(self.sacct_prefix, timeout_s=self.timeout_s)
-            return slurm_ingest.ingest_sreport(con, runner, start, end)
-        util = Path(self.sreport_utilization_path)
-        accounts = Path(self.sreport_accounts_path)
-        return slurm_ingest.store_sreport(
-            con, util.read_text(encoding="utf-8"), accounts.read_text(encoding="utf-8"),
-            source=str(util.parent),
-        )
+    # ------------------------------------------------------------------ scontrol
+
+    def scontrol_files(self, cluster: ClusterSite) -> list[Path]:
+        """The saved ``scontrol show job -d`` snapshots of a dump-mode cluster, oldest first."""
+        folder = _slurm(cluster).scontrol_snapshots
+        if folder is None or not folder.is_dir():
+            return []
+        return sorted(p for p in folder.iterdir()
+                      if p.name.startswith("scontrol-") and p.name.endswith((".txt", ".txt.gz")))
+
+    def take_scontrol(self, cluster: ClusterSite) -> ScontrolParse:
+        """``scontrol --all --details show job`` now, through the cluster's prefix."""
+        return fetch_scontrol_jobs(slurm_runner(_slurm(cluster)))
+
+    def store_scontrol(self, con: duckdb.DuckDBPyConnection,
+                       parsed: ScontrolParse) -> scontrol_ingest.ScontrolLoad:  # fmt: skip
+        label = (f"scontrol {parsed.observed_at:%Y-%m-%dT%H:%M:%S}" if parsed.observed_at
+                 else "scontrol")
+        return scontrol_ingest.store_scontrol(con, parsed, source_file=label)
 
 
-def slurm_source_from_environment(world_root: str) -> SlurmSourceResource:
-    """Dump mode on the sample world unless ``GPULEDGER_SLURM_MODE=sacct``."""
-    root = Path(world_root)
-    as_of = os.environ.get("GPULEDGER_SLURM_DUMP_AS_OF", "")
-    world_file = root / "world.json"
-    if not as_of and world_file.is_file():
-        # a simulated world's dump was taken at the end of its window
-        as_of = str(json.loads(world_file.read_text(encoding="utf-8"))["window"]["end"])
-    limits = slurm_ingest.configured_limits(load_settings())  # [gpuledger.slurm_limits]
-    return SlurmSourceResource(
-        slurm_limits=limits.as_config(),
-        mode=os.environ.get("GPULEDGER_SLURM_MODE", "dump"),
-        sacct_prefix=os.environ.get("GPULEDGER_SACCT_PREFIX", ""),
-        dump_path=str(root / "sacct" / "sacct-unitsep-epoch.txt"),
-        dump_as_of=as_of,
-        sreport_utilization_path=str(root / "sreport" / "cluster-utilization.txt"),
-        sreport_accounts_path=str(root / "sreport" / "account-utilization-by-user.txt"),
+def _slurm(cluster: ClusterSite) -> SlurmSite:
+    if cluster.slurm is None:
+        msg = f"expected a [gpuledger.clusters.{cluster.name}.slurm] table, found none"
+        raise ValueError(msg)
+    return cluster.slurm
+
+
+def _store_dump(con: duckdb.DuckDBPyConnection, cluster: ClusterSite, slurm: SlurmSite,
+                start: datetime, end: datetime, lookback: timedelta) -> slurm_ingest.SlurmLoad:
+    """The dump's runs of ``[start - lookback, end)``, observed when the dump was taken."""
+    dump = str(slurm.dump)
+    as_of = slurm.dump_as_of
+    limits = slurm_ingest.sanity_limits(
+        con, observed_at=as_of or datetime.now(UTC).replace(tzinfo=None),
+        observed_what="the dump's as-of time" if as_of else "the time of the import",
+        charged_until=as_of, base=slurm_limits(slurm),
+    )  # fmt: skip
+    parsed = parse_sacct(Path(dump), timezone=slurm.dump_timezone, source_file=dump,
+                         cluster=cluster.name, limits=limits)  # fmt: skip
+    observed = as_of or slurm_ingest.default_observed_until(parsed)
+    window = slurm_ingest.within_window(parsed, start - lookback, end)
+    seen = min(end, as_of) if as_of else end
+    return slurm_ingest.store_sacct(
+        con, window, source_file=dump, observed_until=seen, observed_at=observed,
+        partition_key=f"{start:%Y-%m-%d}", window=(start, end),
     )
