@@ -31,6 +31,10 @@ from simulator import SimConfig, simulate
 from simulator.config import NodeCounts
 from tests.helpers import load_definitions
 
+# here, beside the real_slurm fixture of this folder's conftest: one Slurm per session (a second
+# copy of the fixture elsewhere would restart Slurm and wipe the first one's state)
+from tests.prometheus_real.conftest import prometheus_tools, real_prometheus  # noqa: F401
+
 pytestmark = [pytest.mark.slurm, pytest.mark.prometheus]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +75,7 @@ def _write_site(tmp: Path, cluster: str, day: date, prometheus_url: str, prefix:
     folder = tmp / "site"
     folder.mkdir()
     site = folder / "gpuledger.toml"
-    site.write_text(f"""# written by tests/site_real/test_site_runs_from_schedules.py
+    site.write_text(f"""# written by tests/slurm_real/test_site_runs_from_schedules.py
 [gpuledger]
 first_day = "{day - timedelta(days=day.weekday())}"
 db = "{folder / 'data' / 'gpuledger.duckdb'}"
@@ -157,7 +161,7 @@ def _steps_all_succeeded(instance: dg.DagsterInstance, run: dg.DagsterRun) -> di
     return {s.step_key: (s.end_time or 0) - (s.start_time or 0) for s in stats}
 
 
-def test_a_site_runs_daily_and_weekly_from_its_schedules(real_slurm, real_prometheus,
+def test_a_site_runs_daily_and_weekly_from_its_schedules(real_slurm, real_prometheus,  # noqa: F811
                                                          tmp_path: Path):
     day = real_slurm.window_start.astimezone(UTC).date()
     world = tmp_path / "k8s-day"
