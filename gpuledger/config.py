@@ -21,7 +21,6 @@ DEFAULT_CONFIG = Path("gpuledger.toml")
 # Environment variable -> settings attribute.
 ENVIRONMENT = {
     "GPULEDGER_DB": "db",
-    "GPULEDGER_SAMPLE_DATA": "sample_data",
     "GPULEDGER_SACCT_PREFIX": "sacct_prefix",
     "GPULEDGER_PROMETHEUS_URL": "prometheus_url",
     "GPULEDGER_IDENTITY_MAP": "identity_map",
@@ -39,7 +38,6 @@ class Settings:
     """Everything a run needs to know about where data lives and how to reach the sources."""
 
     db: Path = DEFAULT_DB
-    sample_data: Path = Path("sample_data")
     reports_dir: Path = Path("reports")
     sacct_prefix: str = ""
     prometheus_url: str = ""
@@ -65,7 +63,7 @@ def _coerce(name: str, value: object) -> object:
         return dict(value)
     if name == "gpu_resources":
         return _gpu_resources(value)
-    if name in {"db", "sample_data", "reports_dir", "identity_map", "rate_card"} and value:
+    if name in {"db", "reports_dir", "identity_map", "rate_card"} and value:
         return Path(str(value))
     return value
 
@@ -96,7 +94,7 @@ def _site_values(site: "Site") -> tuple[dict[str, object], dict[str, object]]:
         if c.slurm is not None:
             limits.update(c.slurm.limits)
     values: dict[str, object] = {
-        "db": site.db, "reports_dir": site.reports_dir, "sample_data": site.path.parent,
+        "db": site.db, "reports_dir": site.reports_dir,
         "gpu_resources": site.gpu_resources, "node_aliases": site.node_aliases,
         "identity_map": site.reference.identity_map, "rate_card": site.reference.rate_card,
     }
