@@ -4,7 +4,6 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8501
-export GPULEDGER_DB ?= data/gpuledger.duckdb
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 
 .PHONY: demo test lint bench services dashboard clean schema-doc

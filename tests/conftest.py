@@ -11,6 +11,13 @@ import pytest
 
 SERVICE_MARKERS = ("slurm", "prometheus")
 
+# The caller's settings never leak into the tests: each test names its own ledger, site and
+# sources (a GPULEDGER_DB in the environment would override every test's site file).
+for _setting in ("GPULEDGER_DB", "GPULEDGER_CONFIG", "GPULEDGER_REPORTS", "GPULEDGER_REPORTS_DIR",
+                 "GPULEDGER_SACCT_PREFIX", "GPULEDGER_PROMETHEUS_URL", "GPULEDGER_IDENTITY_MAP",
+                 "GPULEDGER_RATE_CARD", "GPULEDGER_GPU_RESOURCES"):
+    os.environ.pop(_setting, None)
+
 try:  # the property-based fuzz (tests/connectors/slurm/test_sacct_fuzz.py, PyPI hypothesis)
     from hypothesis import settings as hypothesis_settings
 except ImportError:  # pragma: no cover - hypothesis is in the dev extra
@@ -32,6 +39,13 @@ _OUTCOMES: dict[str, list[str]] = {m: [] for m in SERVICE_MARKERS}
 
 def _require_services() -> bool:
     return os.environ.get("GPULEDGER_REQUIRE_SERVICES") == "1"
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                   items: list[pytest.Item]) -> None:
+    """Tests that add jobs to the real Slurm run last: the others compare the job set of
+    tests/services/slurm/submit-jobs.sh with sreport, which a later job would not match."""
+    items.sort(key=lambda item: item.get_closest_marker("submits_slurm_jobs") is not None)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -22,7 +22,7 @@ from models.closing import changed_closes, close_week
 from models.runner import connect
 from tests.helpers import INVOICE_DIFFERS_FROM_LEDGER
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.submits_slurm_jobs]
 
 WAIT_S = 120
 RUN_S = 30

@@ -14,7 +14,7 @@ from connectors.slurm.scontrol import scontrol_command
 from gpuledger import scontrol_ingest
 from models.runner import connect
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.submits_slurm_jobs]
 
 WAIT_S = 60
 SCRIPT = """#!/bin/bash
