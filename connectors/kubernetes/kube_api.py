@@ -17,6 +17,7 @@ time (``snapshot_files``). Nothing here knows about the ledger.
 
 import base64
 import binascii
+import http.client
 import json
 import os
 import re
@@ -262,7 +263,9 @@ class KubeApiClient:
                                    f"{exc.reason}: {text}") from exc
                 retry_after = exc.headers.get("Retry-After", "")
                 wait = float(retry_after) if retry_after.isdigit() else delay
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            # OSError: URLError, timeouts, resets, and TLS alerts that TLS 1.3 delivers on the
+            # first read (a refused client certificate) rather than in the handshake
+            except (OSError, http.client.HTTPException) as exc:
                 reason = getattr(exc, "reason", exc)
                 if attempt == attempts:
                     msg = (f"GET {url}: expected an answer within {self.settings.timeout_s:g} s, "
