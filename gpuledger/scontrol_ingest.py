@@ -5,6 +5,7 @@ that file's earlier ones, so importing a snapshot again changes nothing. The det
 indices to GPU UUIDs through the ``nodes`` inventory (docs/detectors.md).
 """
 
+import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -112,3 +113,22 @@ def _register_file(con: duckdb.DuckDBPyConnection, path: Path, lines: int) -> No
     )  # fmt: skip
     replace_rows(con, schema.SOURCE_FILES, frame, where="kind = ? AND path = ?",
                  params=(SOURCE, str(path)))  # fmt: skip
+
+
+NAME_TIME = re.compile(r"scontrol-(\d{8}T\d{6})Z")
+
+
+def snapshot_time(path: Path) -> datetime | None:
+    """The UTC time in a snapshot's name (``scontrol-20260105T020000Z.txt``), if any."""
+    found = NAME_TIME.search(path.name)
+    return datetime.strptime(found.group(1), "%Y%m%dT%H%M%S") if found else None
+
+
+def snapshot_folder_files(folder: Path | None) -> list[Path]:
+    """The ``scontrol-*.txt[.gz]`` snapshots of a folder, oldest first (by the time in the
+    name): the one listing the CLI's load and Dagster's import both use."""
+    if folder is None or not folder.is_dir():
+        return []
+    files = [p for p in folder.iterdir() if p.name.startswith("scontrol-")
+             and p.name.endswith((".txt", ".txt.gz"))]
+    return sorted(files, key=lambda p: (snapshot_time(p) or datetime.min, p.name))

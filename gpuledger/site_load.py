@@ -99,7 +99,7 @@ def _sreport(con: duckdb.DuckDBPyConnection, util: Path, accounts: Path) -> str:
 
 
 def _scontrol(con: duckdb.DuckDBPyConnection, folder: Path) -> str:
-    files = sorted(folder.glob("scontrol-*.txt"))
+    files = scontrol_ingest.snapshot_folder_files(folder)  # .txt.gz too, oldest first
     for snapshot in files:
         print(scontrol_ingest.import_scontrol_file(con, snapshot).summary(), file=sys.stderr)
     return f"scontrol: {len(files)} snapshot(s) from {folder}"

@@ -9,7 +9,6 @@ folder beside the ledger and asks for a run of the import, which takes the ledge
 every other writer. A file already loaded with the same content is not read again.
 """
 
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,18 +24,12 @@ from pipelines.defs.resources import LEDGER_POOL, LedgerResource, SiteResource
 from pipelines.site import current_site
 
 ASSET = "slurm_gpu_indices"
-NAME_TIME = re.compile(r"scontrol-(\d{8}T\d{6})Z")
+snapshot_time = scontrol_ingest.snapshot_time
 
 
 def spool_folder(site: Site, cluster: ClusterSite) -> Path:
     """Where the sensor saves a live cluster's snapshots: beside the ledger."""
     return site.db.parent / "spool" / "scontrol" / cluster.name
-
-
-def snapshot_time(path: Path) -> datetime | None:
-    """The UTC time in a snapshot's name (``scontrol-20260105T020000Z.txt``), if any."""
-    found = NAME_TIME.search(path.name)
-    return datetime.strptime(found.group(1), "%Y%m%dT%H%M%S") if found else None
 
 
 def snapshot_files(site: Site, cluster: ClusterSite) -> list[Path]:
@@ -45,11 +38,7 @@ def snapshot_files(site: Site, cluster: ClusterSite) -> list[Path]:
     if slurm is None:
         return []
     folder = slurm.scontrol_snapshots if slurm.mode == "dump" else spool_folder(site, cluster)
-    if folder is None or not folder.is_dir():
-        return []
-    files = [p for p in folder.iterdir() if p.name.startswith("scontrol-")
-             and p.name.endswith((".txt", ".txt.gz"))]
-    return sorted(files, key=lambda p: (snapshot_time(p) or datetime.min, p.name))
+    return scontrol_ingest.snapshot_folder_files(folder)
 
 
 def _in_window(path: Path, start: datetime, end: datetime) -> bool:
