@@ -121,6 +121,30 @@ def truth_incidents(world: Path) -> list[Span]:
                 for r in csv.DictReader(fh)]
 
 
+def undetectable_incidents(world: Path) -> list[Span]:
+    """``truth/undetectable_incidents.csv``: double-schedulings no documented rule can see (the
+    pod's GPUs unknown, the node never over capacity). Not scored; the data-quality gate must
+    name each (``data_quality_days.unverified_overlap_nodes``)."""
+    path = world / "truth" / "undetectable_incidents.csv"
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8", newline="") as fh:
+        return [Span(r["kind"], _set(r["node"]), _time(r["start"]), _time(r["end"]),
+                     int(r["gpu_seconds"]), r["slurm_job"], owner(r["k8s_workload"]),
+                     f"{r['node']} {r['start']}", _set(r["gpu_uuids"]))
+                for r in csv.DictReader(fh)]
+
+
+UNVERIFIED_SQL = ("SELECT day, unverified_overlap_nodes FROM data_quality_days "
+                  "WHERE unverified_overlap_gpu_seconds > 0")
+
+
+def surfaced(hidden: list[Span], rows: Iterable[tuple]) -> list[str]:
+    """The undetectable incidents whose start day and node the gate names as unverified."""
+    named = {(day, node.strip()) for day, nodes in rows for node in (nodes or "").split(",")}
+    return [h.label for h in hidden if all((h.start.date(), n) in named for n in h.nodes)]
+
+
 def decoy_spans(world: Path) -> list[Span]:
     """``world.json`` ``decoys`` as the incident each imitates: its node and GPUs, or its
     Workload (gangs), over ``[at, until)``, or ``at`` +- :data:`DECOY_SPAN` without ``until``."""
@@ -244,9 +268,13 @@ def flagged_decoys(detected: list[Span], decoys: list[Span]) -> list[str]:
 
 
 def world_dir(seed: int, days: int) -> Path:
-    """The cache folder of a world: seed and every simulator argument in its name."""
+    """The cache folder of a world: seed, every simulator argument and the simulator's source
+    in its name (a changed simulator makes other worlds)."""
     args = ["--seed", str(seed), "--days", str(days), *SIM_ARGS]
-    key = hashlib.sha1(" ".join(args).encode()).hexdigest()[:8]
+    digest = hashlib.sha1(" ".join(args).encode())
+    for source in sorted((ROOT / "simulator").glob("*.py")):
+        digest.update(source.read_bytes())
+    key = digest.hexdigest()[:8]
     return CACHE / f"realistic-seed-{seed}-days-{days}-{key}"
 
 
@@ -310,6 +338,8 @@ class PathRun:
     flagged: list[str]
     times: dict[str, float]
     incidents: frozenset[tuple] = frozenset()
+    hidden: list[Span] = field(default_factory=list)  # planted, undetectable (not scored)
+    surfaced: list[str] = field(default_factory=list)  # of those, named by the quality gate
     error: str = ""  # a failed step: the exception's line, then what failed
 
 
@@ -319,10 +349,11 @@ def run_seed(seed: int, days: int, paths: Iterable[str], *, rebuild: bool = Fals
 
     world, simulate_s = simulate_world(seed, days, rebuild=rebuild)
     truth, decoys = truth_incidents(world), decoy_spans(world)
+    hidden = undetectable_incidents(world)
     runs = []
     for path in paths:
         times: dict[str, float] = {}
-        error, rows = "", []
+        error, rows, unverified = "", [], []
         with tempfile.TemporaryDirectory(prefix=f"detector-quality-{path}-") as tmp:
             db = Path(tmp) / f"{path}.duckdb"
             try:
@@ -335,10 +366,12 @@ def run_seed(seed: int, days: int, paths: Iterable[str], *, rebuild: bool = Fals
                     if con.execute("SELECT count(*) FROM information_schema.tables "
                                    "WHERE table_name = 'incidents'").fetchone()[0]:
                         rows = con.execute(DETECTED_SQL).fetchall()
+                        unverified = con.execute(UNVERIFIED_SQL).fetchall()
         detected = detected_incidents(rows)
         runs.append(PathRun(seed, path, score(detected, truth), len(decoys),
                             flagged_decoys(detected, decoys), times,
                             frozenset((r[0], r[1], r[2], r[3], r[4]) for r in rows),
+                            hidden, surfaced(hidden, unverified),
                             " … ".join(error.splitlines()[::-1][:1] + error.splitlines()[:1])))
     return runs, simulate_s
 

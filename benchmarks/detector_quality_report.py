@@ -142,6 +142,20 @@ def report(runs: list[PathRun], sim_times: dict[int, float], days: int, load_bef
             f"{path}: decoys flagged {len(flagged)} of {decoys}: {_listed(flagged)}.",
         ]
         rows, good = _targets(total, overall, len(flagged), decoys, path)
+        hidden = [f"seed {r.seed} {h.label}" for r in mine for h in r.hidden]
+        named = [f"seed {r.seed} {h}" for r in mine for h in r.surfaced]
+        unnamed = sorted(set(hidden) - set(named))
+        hidden_s = sum(h.gpu_seconds for r in mine for h in r.hidden)
+        lines += [
+            "",
+            f"{path}: planted without evidence (not scored: the pod's GPUs unknown and the node "
+            f"never over capacity) {len(hidden)}, {hidden_s:,} GPU-s; named by the data-quality "
+            f"gate as unverified overlap {len(named)}; not named: {_listed(unnamed)}.",
+        ]
+        rows.append(f"| {path}: every double-scheduling without evidence named by the "
+                    f"data-quality gate | {len(named)} of {len(hidden)} | "
+                    f"{'PASS' if not unnamed else 'FAIL'} |")
+        good &= not unnamed
         target_rows += rows
         ok &= good
     others: dict[str, int] = {}

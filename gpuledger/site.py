@@ -132,6 +132,9 @@ class QualitySite:
     max_sreport_difference: float = 0.01
     max_k8s_rejects: float = 0.0
     max_k8s_warnings: float | None = None
+    # GPU-hours both schedulers held on one node while the pods' GPUs were unknown (no pod
+    # labels in dcgm-exporter): double scheduling there can be neither proved nor ruled out
+    max_unverified_overlap_gpu_hours: float | None = None
 
 
 @dataclass(frozen=True)
@@ -392,14 +395,17 @@ def _quality(t: _Table | None) -> QualitySite:
             t.fail(key, "a share between 0 and 1", value)
     # warnings are routine (pod starts kept on the scrape grid): gated only when a limit is set
     warnings = t.number("max_k8s_warnings", 0.0) if "max_k8s_warnings" in t.data else None
+    # shown always, gated only when set: it questions the detectors, not what an invoice charges
+    unverified = (t.number("max_unverified_overlap_gpu_hours", 0.0)
+                  if "max_unverified_overlap_gpu_hours" in t.data else None)
     site = QualitySite(
         **shares, max_scrape_gap_minutes=t.number("max_scrape_gap_minutes",
                                                   d.max_scrape_gap_minutes),
         max_unknown_nodes=t.number("max_unknown_nodes", d.max_unknown_nodes),
         max_k8s_rejects=t.number("max_k8s_rejects", d.max_k8s_rejects),
-        max_k8s_warnings=warnings,
+        max_k8s_warnings=warnings, max_unverified_overlap_gpu_hours=unverified,
     )
-    t.seen.add("max_k8s_warnings")
+    t.seen.update(("max_k8s_warnings", "max_unverified_overlap_gpu_hours"))
     t.done()
     return site
 

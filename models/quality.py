@@ -58,6 +58,7 @@ def quality_params(first_day: date, end_day: date, thresholds: QualitySite) -> d
         "max_sreport_difference": thresholds.max_sreport_difference,
         "max_k8s_rejects": thresholds.max_k8s_rejects,
         "max_k8s_warnings": thresholds.max_k8s_warnings,
+        "max_unverified_overlap_gpu_hours": thresholds.max_unverified_overlap_gpu_hours,
     }
 
 

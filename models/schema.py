@@ -1113,6 +1113,11 @@ DATA_QUALITY_DAYS = Table(
         ("sreport_difference", "DOUBLE"),
         ("k8s_warnings", "BIGINT"),
         ("k8s_rejects", "BIGINT"),
+        # GPU-time both schedulers held on one node while the pods' GPUs were unknown: per
+        # (Slurm run, pod) pair, the fewer GPUs x their common time (double scheduling there is
+        # neither provable nor excluded at GPU level); the nodes concerned
+        ("unverified_overlap_gpu_seconds", "BIGINT"),
+        ("unverified_overlap_nodes", "VARCHAR"),
         ("provisional", "BOOLEAN"),
         ("reasons", "VARCHAR"),  # '; '-joined, each "measure: expected …, found …"
     ),

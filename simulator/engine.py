@@ -61,7 +61,7 @@ OUTPUT_FILES = (
     "prometheus/metrics.om.gz", "kueue/workloads.json", "kueue/workloads.json.gz",
     "truth/gpu_seconds_daily.csv", "truth/gpu_seconds_priced.csv",
     "truth/allocations.csv", "truth/allocations.csv.gz", "truth/incidents.csv",
-    "truth/gpu_busy_seconds.csv",
+    "truth/gpu_busy_seconds.csv", "truth/undetectable_incidents.csv",
 )
 #: outputs named by time: one `scontrol show job -d` snapshot per collection
 OUTPUT_PATTERNS = (SNAPSHOT_GLOB, KUEUE_SNAPSHOT_GLOB)
@@ -159,7 +159,8 @@ class _Run:
         self.sacct = SacctWriter(out_dir / "sacct", cfg.sacct_timezone, cfg.gzip_sacct)
         self.workloads = WorkloadWriter(out_dir / "kueue" / "workloads.json", tmp, cfg.gzip_all)
         self.truth = TruthWriter(out_dir / "truth", Resolver(world.identity_rows), self.w0,
-                                 self.w1, cfg.gzip_all)
+                                 self.w1, cfg.gzip_all,
+                                 frozenset(unlabelled_nodes(cfg, world.nodes)))
         self.sreport = SreportAccumulator(self.w0, self.w1)
         self.detector = DoubleScheduleDetector(self.w0, self.w1)
         self.scontrol = ScontrolSnapshots(out_dir, self.w0, self.w1, cfg.scontrol_every)

@@ -21,12 +21,23 @@ PRICED_COLUMNS = ("day", "domain", "person", "team", "cost_centre", "gpu_model",
                   "gpu_seconds")
 INCIDENT_COLUMNS = ("kind", "node", "gpu_uuids", "start", "end", "gpu_seconds", "slurm_job",
                     "k8s_workload", "detail")
+# Double-schedulings no rule of docs/detectors.md can see: on a node whose dcgm-exporter has no
+# pod labels (the pod's GPUs are unknown) while the node never holds more GPUs than it has.
+UNDETECTABLE_COLUMNS = (*INCIDENT_COLUMNS, "why")
+UNDETECTABLE_FILE = "undetectable_incidents.csv"
+# the node-level rule drops overcommits no longer than the scrape tolerance (one interval)
+NODE_LEVEL_TOLERANCE = 60
 
 
 class TruthWriter:
     def __init__(self, truth_dir: Path, resolver: Resolver, w0: int, w1: int,
-                 gzip_allocations: bool) -> None:
+                 gzip_allocations: bool, unlabelled: frozenset[str] = frozenset()) -> None:
         self.dir = truth_dir
+        # nodes whose exporter has no pod labels: their charged holders, to tell which
+        # double-schedulings there the node-level rule can see (None: no such node)
+        self.unlabelled = unlabelled
+        self.on_unlabelled: dict[str, list[tuple[int, int, int]]] = {n: [] for n in unlabelled}
+        self.capacity: dict[str, int] = {}
         self.resolver = resolver
         self.w0, self.w1 = w0, w1
         name = "allocations.csv.gz" if gzip_allocations else "allocations.csv"
@@ -53,6 +64,9 @@ class TruthWriter:
         self.allocation_rows += 1
         if not h.charged:
             return
+        if h.node.name in self.on_unlabelled:
+            self.on_unlabelled[h.node.name].append((h.start, h.end, h.gpus))
+            self.capacity[h.node.name] = h.node.gpu_count
         for day, lo, hi in days_in(max(h.start, self.w0), min(h.end, self.w1)):
             person, team, cc = self.resolver.resolve(h.owner, day)
             key = (day.isoformat(), h.domain, person, team, cc)
@@ -68,8 +82,39 @@ class TruthWriter:
             return
         self.incidents.append(incident)
 
+    def _overcommitted_seconds(self, node: str, start: int, end: int) -> int:
+        """Seconds of [start, end) in which the node's holders hold more GPUs than it has."""
+        events: dict[int, int] = {}
+        for s, e, gpus in self.on_unlabelled[node]:
+            if s < end and e > start:
+                events[max(s, start)] = events.get(max(s, start), 0) + gpus
+                events[min(e, end)] = events.get(min(e, end), 0) - gpus
+        held, over, last = 0, 0, start
+        for t in sorted(events):
+            if held > self.capacity.get(node, 0):
+                over += t - last
+            held, last = held + events[t], t
+        return over
+
+    def undetectable(self) -> list[Incident]:
+        return [i for i in self.incidents
+                if i.kind == "double_scheduled" and i.node in self.unlabelled
+                and self._overcommitted_seconds(i.node, i.start, i.end) <= NODE_LEVEL_TOLERANCE]
+
     def close(self) -> dict[str, int]:
         self._alloc.close()
+        hidden = self.undetectable()
+        if self.unlabelled:
+            with open_output(self.dir / UNDETECTABLE_FILE, compress=False) as fh:
+                out = csv.writer(fh, lineterminator="\n")
+                out.writerow(UNDETECTABLE_COLUMNS)
+                for inc in sorted(hidden, key=lambda i: (i.kind, i.start, i.node)):
+                    out.writerow((inc.kind, inc.node, ";".join(inc.gpu_uuids), iso_utc(inc.start),
+                                  iso_utc(inc.end), inc.gpu_seconds, inc.slurm_job,
+                                  inc.k8s_workload, inc.detail,
+                                  "the node's dcgm-exporter has no pod labels (the pod's GPUs are "
+                                  "unknown) and the node never held more GPUs than it has"))
+        self.incidents = [i for i in self.incidents if i not in hidden]
         with open_output(self.dir / "gpu_seconds_daily.csv", compress=False) as fh:
             out = csv.writer(fh, lineterminator="\n")
             out.writerow(DAILY_COLUMNS)

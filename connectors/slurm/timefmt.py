@@ -12,9 +12,9 @@ Timestamps (``Submit``, ``Eligible``, ``Start``, ``End``) come in three shapes:
 The result is a UTC instant as a naive ``Datetime("us")`` (the project's convention).
 
 A naive local time in the hour repeated when DST ends is ambiguous. The expressions give both
-readings (``earliest`` and ``later``); :mod:`connectors.slurm.sacct_typing` then resolves them from the
-other times of the same row or rejects the line. Local times that do not exist (the skipped hour
-when DST starts) cannot come from sacct and are rejected.
+readings (``earliest`` and ``later``); :mod:`connectors.slurm.sacct_typing` then resolves them
+from the other times of the same row or rejects the line. Local times that do not exist (the
+skipped hour when DST starts) cannot come from sacct and are rejected.
 
 Durations: ``[D-]HH:MM:SS``, ``MM:SS[.mmm]``; ``UNLIMITED``, ``Partition_Limit``, ``INVALID`` (and
 empty) → null. Whole seconds (a fraction, only printed by CPU-time fields, is dropped).

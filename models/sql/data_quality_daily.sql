@@ -6,7 +6,8 @@
 --   models/attribution.py: a job or pod is attributed when its cost_centre is not it);
 --   thresholds of [gpuledger.quality] (docs/site-file.md): $min_sample_coverage,
 --   $max_scrape_gap_minutes, $min_attributed_share, $max_unknown_nodes,
---   $max_sreport_difference, $max_k8s_rejects, $max_k8s_warnings (NULL: not gated).
+--   $max_sreport_difference, $max_k8s_rejects, $max_k8s_warnings,
+--   $max_unverified_overlap_gpu_hours (NULL: not gated).
 -- Reads allocations and gpu_usage_hourly (rebuilt for those days), gpu_utilization, nodes,
 --   node_inventory, k8s_ingest_warnings, k8s_rejects, and the temp table quality_sreport
 --   (cluster, day, sreport_window, sreport_difference) that models/quality.py fills from
@@ -105,6 +106,23 @@ rejected AS (
     GROUP BY ALL
 ),
 
+unverified AS (
+    -- a Slurm run and a pod on one node at once while the pod's GPUs are unknown (no pod labels
+    -- in dcgm-exporter): the GPU-level detectors cannot tell whether they shared a GPU. Per
+    -- pair: the fewer GPUs x the common time (an equi-join on node and day)
+    SELECT s.cluster, s.day,
+        sum(least(s.gpus, k.gpus) * date_diff('second', greatest(s.start_ts, k.start_ts),
+                                              least(s.end_ts, k.end_ts)))::BIGINT AS seconds,
+        string_agg(DISTINCT s.node, ', ' ORDER BY s.node) AS nodes
+    FROM allocations AS s
+    INNER JOIN allocations AS k
+        ON k.cluster = s.cluster AND k.day = s.day AND k.node = s.node
+        AND k.domain = 'kubernetes' AND len(coalesce(k.gpu_uuids, [])) = 0
+        AND k.start_ts < s.end_ts AND k.end_ts > s.start_ts
+    WHERE s.domain = 'slurm' AND s.day >= $first_day AND s.day < $end_day
+    GROUP BY ALL
+),
+
 measures AS (
     SELECT
         d.cluster,
@@ -124,7 +142,9 @@ measures AS (
         s.sreport_window,
         s.sreport_difference::DOUBLE AS sreport_difference,
         coalesce(w.n, 0)::BIGINT AS k8s_warnings,
-        coalesce(r.n, 0)::BIGINT AS k8s_rejects
+        coalesce(r.n, 0)::BIGINT AS k8s_rejects,
+        coalesce(v.seconds, 0)::BIGINT AS unverified_overlap_gpu_seconds,
+        v.nodes AS unverified_overlap_nodes
     FROM days AS d
     LEFT JOIN usage AS u ON u.cluster = d.cluster AND u.day = d.day
     LEFT JOIN exported AS e ON e.cluster = d.cluster
@@ -134,6 +154,7 @@ measures AS (
     LEFT JOIN quality_sreport AS s ON s.cluster = d.cluster AND s.day = d.day
     LEFT JOIN warned AS w ON w.cluster = d.cluster AND w.day = d.day
     LEFT JOIN rejected AS r ON r.cluster = d.cluster AND r.day = d.day
+    LEFT JOIN unverified AS v ON v.cluster = d.cluster AND v.day = d.day
 ),
 
 judged AS (
@@ -167,6 +188,13 @@ judged AS (
         CASE WHEN k8s_warnings > $max_k8s_warnings THEN format(
             'k8s warnings: expected at most {:g} Kubernetes ingest warnings, found {}',
             $max_k8s_warnings::DOUBLE, k8s_warnings)
+        END,
+        CASE WHEN unverified_overlap_gpu_seconds / 3600.0 > $max_unverified_overlap_gpu_hours
+            THEN format(
+            'unverified overlap: expected at most {:g} GPU-h held by both schedulers on one node '
+            'with the pods'' GPUs unknown, found {:.2f} GPU-h on {}',
+            $max_unverified_overlap_gpu_hours::DOUBLE, unverified_overlap_gpu_seconds / 3600.0,
+            unverified_overlap_nodes)
         END
     ], x -> x IS NOT NULL) AS reason_list
     FROM measures
@@ -177,6 +205,7 @@ SELECT
     longest_scrape_gap_minutes, scrape_gap_node, jobs_and_pods, attributed_jobs_and_pods,
     attributed_share, unattributed_gpu_seconds, unknown_nodes, unknown_node_names,
     sreport_window, sreport_difference, k8s_warnings, k8s_rejects,
+    unverified_overlap_gpu_seconds, unverified_overlap_nodes,
     len(reason_list) > 0 AS provisional,
     CASE WHEN len(reason_list) > 0 THEN array_to_string(reason_list, '; ') END AS reasons
 FROM judged

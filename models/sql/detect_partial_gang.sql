@@ -14,7 +14,9 @@
 --   (normal start-up: partial phases no longer than this are not incidents).
 -- Method: an event sweep per gang over its pods' ledger intervals (starts +1 pod, ends -1,
 --   O(n log n)); an attempt is a maximal period with at least one pod running. Wasted
---   GPU-seconds: the GPUs held by the running pods x the time of the partial phase.
+--   GPU-seconds: the GPUs held by the running pods x the time of the partial phase, minus the
+--   GPU-time a double_scheduled incident (det_double) holds on those pods' GPUs in the phase
+--   (each wasted GPU-second counted once: double_scheduled first, docs/detectors.md).
 -- Decision: the phase is an incident when its length is surely above the grace: Kueue's own
 --   PodsReady - Admitted times when the Workload's (last) admission is this attempt and it became
 --   ready, else the measured length minus one scrape interval.
@@ -295,6 +297,56 @@ held AS (
         ON p.workload_uid = f.workload_uid
         AND p.start_ts < f.phase_end AND p.end_ts > f.attempt_start
     GROUP BY f.workload_uid, f.attempt_no
+),
+
+double_claims AS (
+    -- GPU-time a double_scheduled incident holds on the gang's pods in the phase (precedence:
+    -- double_scheduled first): with GPU-level evidence, its GPUs; without, every GPU of the pod
+    -- it names on that node. Per pod piece and GPU (NULL: the piece's GPUs are unknown).
+    SELECT f.workload_uid, f.attempt_no, p.source_key, p.node AS piece_node,
+        p.start_ts AS piece_start,
+        g.gpu_uuid, p.gpus AS piece_gpus,
+        greatest(d.start_ts, p.start_ts, f.attempt_start) AS cs,
+        least(d.end_ts, p.end_ts, f.phase_end) AS ce
+    FROM flagged AS f
+    INNER JOIN pods AS p
+        ON p.workload_uid = f.workload_uid
+        AND p.start_ts < f.phase_end AND p.end_ts > f.attempt_start
+    LEFT JOIN (SELECT source_key, node, start_ts, unnest(gpu_uuids) AS gpu_uuid FROM pods) AS g
+        ON g.source_key = p.source_key AND g.node = p.node AND g.start_ts = p.start_ts
+    INNER JOIN det_double AS d
+        ON d.cluster = p.cluster AND d.start_ts < least(p.end_ts, f.phase_end)
+        AND d.end_ts > greatest(p.start_ts, f.attempt_start)
+        AND CASE WHEN len(coalesce(d.gpu_uuids, [])) > 0
+            THEN g.gpu_uuid IS NOT NULL AND list_contains(d.gpu_uuids, g.gpu_uuid)
+            ELSE d.node = p.node AND d.k8s_workload = p.k8s_namespace || '/' || p.job_id END
+),
+
+double_held AS (
+    -- the union of those claims per piece and GPU, in GPU-seconds, per gang phase
+    SELECT workload_uid, attempt_no,
+        sum(date_diff('second', ms, me)
+            * CASE WHEN gpu_uuid IS NULL THEN piece_gpus ELSE 1 END) AS gpu_seconds
+    FROM (
+        SELECT workload_uid, attempt_no, source_key, piece_node, piece_start, gpu_uuid,
+            any_value(piece_gpus) AS piece_gpus, min(cs) AS ms, max(ce) AS me
+        FROM (
+            SELECT *, sum(CASE WHEN prev_end IS NULL OR cs > prev_end THEN 1 ELSE 0 END)
+                OVER (PARTITION BY workload_uid, attempt_no, source_key, piece_node, piece_start,
+                        gpu_uuid
+                      ORDER BY cs, ce) AS island
+            FROM (
+                SELECT *, max(ce) OVER (
+                    PARTITION BY workload_uid, attempt_no, source_key, piece_node, piece_start,
+                        gpu_uuid
+                    ORDER BY cs, ce ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+                FROM double_claims
+                WHERE ce > cs
+            )
+        )
+        GROUP BY workload_uid, attempt_no, source_key, piece_node, piece_start, gpu_uuid, island
+    )
+    GROUP BY workload_uid, attempt_no
 )
 
 SELECT
@@ -306,7 +358,7 @@ SELECT
     f.max_gpus_held AS gpus,
     f.attempt_start AS start_ts,
     f.phase_end AS end_ts,
-    CAST(f.gpu_seconds AS BIGINT) AS gpu_seconds,
+    CAST(f.gpu_seconds - coalesce(dh.gpu_seconds, 0) AS BIGINT) AS gpu_seconds,
     CAST(NULL AS VARCHAR) AS slurm_job,
     w.namespace || '/' || w.name AS k8s_workload,
     h.person,
@@ -344,3 +396,4 @@ SELECT
 FROM flagged AS f
 INNER JOIN held AS h USING (workload_uid, attempt_no)
 INNER JOIN workloads AS w ON w.uid = f.workload_uid
+LEFT JOIN double_held AS dh USING (workload_uid, attempt_no)

@@ -124,7 +124,8 @@ def test_a_missing_site_file_named_by_the_environment(tmp_path: Path, monkeypatc
     assert main(["--db", str(tmp_path / "l.duckdb"), "load"]) == 1
     err = capsys.readouterr().err
     # the file the environment names must exist: defaults would write somewhere else
-    assert f"expected a config file at {tmp_path / 'nope.toml'} (GPULEDGER_CONFIG), found none" in err
+    missing = tmp_path / "nope.toml"
+    assert f"expected a config file at {missing} (GPULEDGER_CONFIG), found none" in err
 
 
 def test_a_toml_syntax_error_names_the_file(tmp_path: Path):

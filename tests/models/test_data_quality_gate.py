@@ -161,3 +161,48 @@ def test_bad_thresholds_are_refused_naming_the_key(tmp_path, line, message):
     with pytest.raises(SiteError) as caught:
         load_site(site)
     assert message in str(caught.value)
+
+
+def test_double_scheduling_no_detector_can_see_is_named_by_the_gate(tmp_path):
+    """On a shared node whose dcgm-exporter has no pod labels, the planted double-schedulings
+    (a Slurm job and a pod on 6 of the node's 8 GPUs) have no evidence: the simulator lists them
+    in truth/undetectable_incidents.csv, no detector reports them, and the gate names the node
+    and the GPU-time both schedulers held there; set as a threshold, it makes the day
+    provisional."""
+    world = tmp_path / "world"
+    simulate(SimConfig(seed=9152, days=2, nodes=NodeCounts(hpc=1, k8s=1, shared=1),
+                       irregularities=False, no_pod_labels_nodes=("gpu-shr-01",)), world)
+    with (world / "truth" / "undetectable_incidents.csv").open() as fh:
+        hidden = list(csv.DictReader(fh))
+    assert hidden, "expected the planted double-schedulings on gpu-shr-01 to be undetectable"
+    assert {h["node"] for h in hidden} == {"gpu-shr-01"}
+    assert "no pod labels" in hidden[0]["why"]
+    with (world / "truth" / "incidents.csv").open() as fh:
+        assert not [r for r in csv.DictReader(fh) if r["kind"] == "double_scheduled"]
+    site = world / "gpuledger.toml"
+    site.write_text(site.read_text() + QUALITY.format(extra=""))
+    db = _build(site)
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM incidents "
+                           "WHERE kind = 'double_scheduled'").fetchone()[0] == 0
+        named = dict(con.execute(
+            "SELECT day, unverified_overlap_nodes FROM data_quality_days "
+            "WHERE unverified_overlap_gpu_seconds > 0").fetchall())
+        # at least the GPUs both held at once: 2 of the pod's over the overlap
+        held = dict(con.execute(
+            "SELECT day, unverified_overlap_gpu_seconds FROM data_quality_days").fetchall())
+        reasons = con.execute("SELECT string_agg(reasons, '; ') FROM data_quality_days"
+                              ).fetchone()[0] or ""
+    for h in hidden:
+        day = date.fromisoformat(h["start"][:10])
+        assert named.get(day) == "gpu-shr-01", (h, named)
+        assert held[day] >= int(h["gpu_seconds"])
+    assert "unverified" not in reasons  # shown, not gated by default
+    site.write_text(site.read_text() + "max_unverified_overlap_gpu_hours = 0\n")
+    assert main(["--config", str(site), "build"]) == 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        reasons = con.execute("SELECT reasons FROM data_quality_days WHERE day = ?",
+                              [date.fromisoformat(hidden[0]["start"][:10])]).fetchone()[0]
+    assert "unverified overlap: expected at most 0 GPU-h held by both schedulers on one node " \
+           "with the pods' GPUs unknown, found" in reasons
+    assert "on gpu-shr-01" in reasons

@@ -138,6 +138,32 @@ def test_a_double_scheduled_gpu_is_not_idle_in_the_same_seconds(con):
     assert con.execute(OVERLAP_SQL).fetchall() == []
 
 
+def test_a_partial_gangs_double_scheduled_gpus_are_the_double_schedulings(con):
+    """A Slurm job takes both GPUs of one of a gang's early pods for 20 of the 40 minutes the
+    gang waits: those 2 x 20 GPU-minutes are double_scheduled's, the gang keeps the rest."""
+    con.execute("INSERT INTO kueue_workloads (uid, namespace, name, pods_wanted, admitted_at, "
+                "pods_ready_at) VALUES ('uid-g', 'ns', 'g', 3, ?, ?)", [_at(10), _at(10, 40)])
+    _pod(con, "g0", 2, _at(10), _at(12), workload="g")
+    _pod(con, "g1", 2, _at(10), _at(12), workload="g", node="n2")
+    _pod(con, "g2", 2, _at(10, 40), _at(12), workload="g", node="n2")
+    for uid, node, gpus, start in (("g0", "n1", [0, 1], _at(10)), ("g1", "n2", [0, 1], _at(10)),
+                                   ("g2", "n2", [2, 3], _at(10, 40))):
+        _minutes(con, gpus, start, _at(12), 0.8, pod=f"pod-{uid}", node=node)
+    con.execute("UPDATE allocations SET gpu_uuids = ['GPU-n1-0', 'GPU-n1-1'] "
+                "WHERE source_key = 'g0'")
+    _slurm(con, 401, 2, _at(10, 10), _at(10, 30))
+    _minutes(con, [0, 1], _at(10, 10), _at(10, 30), 0.8, job=401)
+    rows = _incidents(con)
+    by_kind = {r["kind"]: r for r in rows}
+    assert sorted(by_kind) == ["double_scheduled", "partial_gang"]
+    double, gang = by_kind["double_scheduled"], by_kind["partial_gang"]
+    assert (double["start_ts"], double["end_ts"], double["gpu_seconds"]) == (
+        _at(10, 10), _at(10, 30), 2 * 20 * 60)
+    # 4 GPUs x 40 min held while partial, less the 2 x 20 the double-scheduling holds
+    assert (gang["start_ts"], gang["end_ts"], gang["gpu_seconds"]) == (
+        _at(10), _at(10, 40), 4 * 40 * 60 - 2 * 20 * 60)
+
+
 def test_an_exporter_gap_inside_an_idle_allocation_is_never_idle(con):
     _pod(con, "g1", 1, _at(9), _at(13))
     _minutes(con, [0], _at(9), _at(13), 0.0, pod="pod-g1", skip=(_at(10), _at(10, 45)))

@@ -93,7 +93,7 @@ def digests(world: Path) -> dict[str, str]:
 def assert_other_files_identical(base: Path, other: Path, *changed: str) -> None:
     """Every file but the OpenMetrics file, world.json and the named ones is byte-identical."""
     a, b = digests(base), digests(other)
-    assert sorted(a) == sorted(b)
+    assert sorted(set(a) - set(changed)) == sorted(set(b) - set(changed))
     skip = {"prometheus/metrics.om", "world.json", *changed}
     differ = [name for name in a if name not in skip and a[name] != b[name]]
     assert differ == []
@@ -482,7 +482,17 @@ def test_exporters_without_pod_labels_on_chosen_nodes(worlds, variant):
     if "gpu-shr-01" in nodes:  # Slurm jobs keep hpc_job (a mapping directory, not the kubelet)
         assert on_them[True]
     assert as_set(samples(other)) == as_set(_strip_pod_labels(samples(base), nodes))
-    assert_other_files_identical(base, other)
+    # the double-schedulings on gpu-shr-01 (6 of its 8 GPUs) lose their only evidence: the
+    # truth moves them, whole, to undetectable_incidents.csv
+    base_rows = (base / "truth" / "incidents.csv").read_text().splitlines()
+    kept = (other / "truth" / "incidents.csv").read_text().splitlines()
+    hidden = [",".join(r.split(",")[:-1]) for r in
+              (other / "truth" / "undetectable_incidents.csv").read_text().splitlines()[1:]]
+    assert hidden
+    assert all(",gpu-shr-01," in r for r in hidden)
+    assert sorted(kept[1:] + hidden) == sorted(base_rows[1:])
+    assert_other_files_identical(base, other, "truth/incidents.csv",
+                                 "truth/undetectable_incidents.csv")
     pods_elsewhere = {dict(la)["pod"] for n, la, _, _ in samples(other)
                       if is_dcgm(n) and "pod" in dict(la)}
     assert pods_elsewhere  # the other nodes still name their pods
