@@ -110,6 +110,29 @@ NODE_INVENTORY = Table(
     "re-read with nothing changed changes nothing (gpuledger/reference_ingest.py).",
 )
 
+NODE_GPU_SLICES = Table(
+    "node_gpu_slices",
+    (
+        ("cluster", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("sharing", "VARCHAR"),  # mig, time_slicing, mps, shard
+        ("slice_profile", "VARCHAR"),  # MIG profile (1g.10gb); NULL for the other modes
+        ("units", "INTEGER"),  # capacity: instances of the profile, replicas, shards, MPS units
+        ("physical_gpus", "INTEGER"),
+        ("units_per_gpu", "INTEGER"),  # replicas/shards/MPS units per GPU; MIG: the profile's
+        ("gpu_slices", "INTEGER"),  # MIG: compute slices per physical GPU (7, or 4 on A30)
+        ("mig_config", "VARCHAR"),  # nvidia.com/mig.config
+        ("source", "VARCHAR"),  # ksm, scontrol
+        ("valid_from", "TIMESTAMP"),
+        ("valid_to", "TIMESTAMP"),
+    ),
+    key=("cluster", "node", "sharing", "slice_profile", "source", "valid_from"),
+    doc="Shared GPUs on a node over time (docs/shared-gpus.md): one row per sharing mode and MIG "
+    "profile with its capacity, from kube-state-metrics (GPU Feature Discovery node labels, "
+    "kube_node_status_capacity) or scontrol (Gres=). Effective-dated like node_inventory: a "
+    "change (a MIG layout changed mid-day) closes the row and opens a new one.",
+)
+
 IDENTITY_CANDIDATES = Table(
     "identity_candidates",
     (
@@ -287,6 +310,9 @@ SLURM_RUNS = Table(
         ("alloc_tres", "VARCHAR"),
         ("alloc_gpus", "BIGINT"),
         ("alloc_gpu_types", _GPU_TYPES),
+        # gres/shard=N and gres/mps=N of AllocTRES (docs/shared-gpus.md)
+        ("alloc_shards", "BIGINT"),
+        ("alloc_mps", "BIGINT"),
         ("alloc_mem_bytes", "BIGINT"),
         ("alloc_billing", "BIGINT"),
         ("req_tres", "VARCHAR"),
@@ -371,6 +397,10 @@ SLURM_NODE_ALLOCATIONS = Table(
         ("start", "TIMESTAMP"),
         ("end", "TIMESTAMP"),
         ("gpus_source", "VARCHAR"),
+        # shared GPUs (docs/shared-gpus.md): mig, shard or mps (NULL: whole GPUs) and the MIG
+        # profile; gpus then counts MIG instances, shards or MPS units
+        ("sharing", "VARCHAR"),
+        ("slice_profile", "VARCHAR"),
     ),
     key=("run_key", "node"),
     doc="One row per (run, node): the GPUs a run held on each node as split at load: the total "
@@ -455,6 +485,13 @@ ALLOCATIONS = Table(
         ("start_ts", "TIMESTAMP"),
         ("end_ts", "TIMESTAMP"),
         ("gpu_seconds", "BIGINT"),
+        # shared GPUs (docs/shared-gpus.md): sharing mode (NULL: whole GPUs), MIG profile, units
+        # held (instances, replicas, shards); physical_gpu_seconds = the physical GPU-time charged
+        # (= gpu_seconds for whole GPUs)
+        ("sharing", "VARCHAR"),
+        ("slice_profile", "VARCHAR"),
+        ("slices", "BIGINT"),
+        ("physical_gpu_seconds", "DECIMAL(18,3)"),
         ("slurm_user", "VARCHAR"),
         ("slurm_account", "VARCHAR"),
         ("qos", "VARCHAR"),
@@ -504,6 +541,12 @@ _POD_INTERVAL_COLUMNS = (
     # window (the last window ingested clipped it: the pod ran on beyond it)
     ("start_source", "VARCHAR"),
     ("end_source", "VARCHAR"),
+    # shared GPUs (docs/shared-gpus.md): the KSM resource the request was for
+    # (nvidia_com_gpu, nvidia_com_mig_1g_10gb, ...), its sharing mode (mig, time_slicing, mps;
+    # NULL: whole GPUs) and MIG profile; gpus = the request of that resource
+    ("gpu_resource", "VARCHAR"),
+    ("sharing", "VARCHAR"),
+    ("slice_profile", "VARCHAR"),
 )
 
 K8S_POD_ALLOCATION_PIECES = Table(
@@ -1222,6 +1265,7 @@ ALL_TABLES: tuple[Table, ...] = (
     SOURCE_FILES,
     NODES,
     NODE_INVENTORY,
+    NODE_GPU_SLICES,
     IDENTITY_MAP,
     IDENTITY_CANDIDATES,
     SLURM_ACCOUNTS,

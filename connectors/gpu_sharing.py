@@ -1,0 +1,115 @@
+"""What a GPU resource name means: a whole GPU, a MIG instance, a time-sliced or MPS replica, a
+Slurm shard (docs/shared-gpus.md). One place for both schedulers' spellings; the site file can
+extend them (``SharingNames``).
+
+- Kubernetes, as kube-state-metrics sanitises resource names (``nvidia.com/mig-1g.10gb`` ->
+  ``nvidia_com_mig_1g_10gb``): ``nvidia_com_gpu`` is a whole GPU unless the node says otherwise
+  (MIG single strategy, time-slicing or MPS replicas: node labels, read elsewhere);
+  ``nvidia_com_mig_<N>g_<M>gb[_me]`` is a MIG instance; ``nvidia_com_gpu_shared`` is the device
+  plugin's renamed time-slicing resource (``renameByDefault: true``).
+- Slurm GRES: ``gres/gpu:1g.10gb`` and ``gres/gpu:a100_3g.20gb`` (a type naming a MIG profile,
+  with or without a model prefix), ``gres/shard``, ``gres/mps``.
+
+MIG profiles: ``<compute slices>g.<memory>gb`` with optional ``+me``/``+gfx`` suffixes
+(NVIDIA MIG user guide, "Supported MIG Profiles"); an A30 has 4 compute slices, the A100, H100,
+H200 and B200 have 7.
+"""
+
+import re
+from dataclasses import dataclass
+
+MIG = "mig"
+TIME_SLICING = "time_slicing"
+MPS = "mps"
+SHARD = "shard"
+
+WHOLE_GPU_RESOURCE = "nvidia_com_gpu"
+#: nvidia.com/mig-1g.10gb, nvidia.com/mig-1g.10gb.me (KSM: every . and - becomes _)
+_K8S_MIG = re.compile(r"^nvidia_com_mig_(\d+)g_(\d+)gb(?:_(me|gfx))?$")
+#: 1g.10gb, 1g.10gb+me, a100_3g.20gb, h100-1g.10gb (a model prefix before _ or -)
+_SLURM_MIG = re.compile(r"^(?:(?P<model>[A-Za-z0-9]+)[_-])?(?P<slices>\d+)g\.(?P<mem>\d+)gb"
+                        r"(?P<extra>\+(?:me|gfx))?$")
+#: compute slices per physical GPU; any other model with MIG: 7
+_GPU_SLICES = {"a30": 4}
+DEFAULT_GPU_SLICES = 7
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """A resource's meaning: ``sharing`` None = whole GPUs."""
+
+    sharing: str | None = None
+    slice_profile: str | None = None  # MIG: 1g.10gb (NVIDIA's spelling)
+    model: str | None = None  # a Slurm type's model prefix (a100 of a100_3g.20gb)
+
+    @property
+    def compute_slices(self) -> int | None:
+        """The MIG profile's compute slices (3 of 3g.20gb); None for the other modes."""
+        if self.slice_profile is None:
+            return None
+        return int(self.slice_profile.split("g.", 1)[0])
+
+
+@dataclass(frozen=True)
+class SharingNames:
+    """Extra names a site uses (``[gpuledger.sharing]``): Kubernetes resources (KSM spelling)
+    that are time-slicing or MPS replicas, e.g. a renamed ``nvidia.com/gpu.shared``."""
+
+    time_slicing_resources: tuple[str, ...] = ("nvidia_com_gpu_shared",)
+    mps_resources: tuple[str, ...] = ()
+
+
+DEFAULT_NAMES = SharingNames()
+
+
+def k8s_resource(name: str, names: SharingNames = DEFAULT_NAMES) -> Sharing | None:
+    """What a KSM ``resource`` label means; None: not a GPU resource."""
+    if name == WHOLE_GPU_RESOURCE:
+        return Sharing()
+    m = _K8S_MIG.match(name)
+    if m:
+        return Sharing(MIG, f"{m.group(1)}g.{m.group(2)}gb" + (f"+{m.group(3)}" if m.group(3)
+                                                               else ""))
+    if name in names.time_slicing_resources:
+        return Sharing(TIME_SLICING)
+    if name in names.mps_resources:
+        return Sharing(MPS)
+    return None
+
+
+def mig_profile_from_product(product: str | None) -> str | None:
+    """MIG single strategy: GPU Feature Discovery's ``nvidia.com/gpu.product`` ends in
+    ``-MIG-1g.10gb`` (``NVIDIA-A100-SXM4-40GB-MIG-1g.5gb``)."""
+    if not product:
+        return None
+    m = re.search(r"-MIG-(\d+g\.\d+gb(?:\+(?:me|gfx))?)$", product)
+    return m.group(1) if m else None
+
+
+def slurm_gres(key: str) -> Sharing | None:
+    """What a GRES TRES key means (``gres/gpu``, ``gres/gpu:1g.10gb``, ``gres/shard``,
+    ``gres/mps``); None: not a GPU key (``gres/gpumem``, ``gres/gpuutil``, other GRES)."""
+    if key == "gres/gpu":
+        return Sharing()
+    if key == "gres/shard":
+        return Sharing(SHARD)
+    if key == "gres/mps":
+        return Sharing(MPS)
+    if key.startswith("gres/gpu:"):
+        return slurm_gpu_type(key.removeprefix("gres/gpu:"))
+    return None
+
+
+def slurm_gpu_type(gres_type: str) -> Sharing:
+    """A ``gpu`` GRES type: a MIG profile (``1g.10gb``, ``a100_3g.20gb``) or a GPU model."""
+    m = _SLURM_MIG.match(gres_type)
+    if m:
+        return Sharing(MIG, f"{m['slices']}g.{m['mem']}gb{m['extra'] or ''}",
+                       (m["model"] or "").lower() or None)
+    return Sharing(None, None, gres_type.lower())
+
+
+def gpu_slices(gpu_model: str | None) -> int:
+    """Compute slices of one physical GPU of that model (7; the A30 has 4)."""
+    model = (gpu_model or "").lower()
+    return next((n for m, n in _GPU_SLICES.items() if m in model), DEFAULT_GPU_SLICES)
