@@ -26,8 +26,10 @@ SHARD = "shard"
 WHOLE_GPU_RESOURCE = "nvidia_com_gpu"
 #: nvidia.com/mig-1g.10gb, nvidia.com/mig-1g.10gb.me (KSM: every . and - becomes _)
 _K8S_MIG = re.compile(r"^nvidia_com_mig_(\d+)g_(\d+)gb(?:_(me|gfx))?$")
-#: 1g.10gb, 1g.10gb+me, a100_3g.20gb, h100-1g.10gb (a model prefix before _ or -)
-_SLURM_MIG = re.compile(r"^(?:(?P<model>[A-Za-z0-9]+)[_-])?(?P<slices>\d+)g\.(?P<mem>\d+)gb"
+#: 1g.10gb, 1g.10gb+me, a100_3g.20gb, h100-1g.10gb (a model prefix before _ or -), and
+#: AutoDetect=nvml's nvidia_h100_80gb_hbm3_4g.40gb (stackhpc/ansible-slurm-appliance PR #656)
+_SLURM_MIG = re.compile(r"^(?:(?P<model>[A-Za-z0-9][A-Za-z0-9_.-]*?)[_-])?"
+                        r"(?P<slices>\d+)g\.(?P<mem>\d+)gb"
                         r"(?P<extra>\+(?:me|gfx))?$")
 #: compute slices per physical GPU; any other model with MIG: 7
 _GPU_SLICES = {"a30": 4}
@@ -77,12 +79,20 @@ def k8s_resource(name: str, names: SharingNames = DEFAULT_NAMES) -> Sharing | No
     return None
 
 
+def k8s_resource_pattern(names: SharingNames = DEFAULT_NAMES) -> str:
+    """A PromQL regex (anchored) matching every KSM ``resource`` label ``k8s_resource`` may
+    call a GPU resource; the readers still ask ``k8s_resource`` for each one they get."""
+    extra = [re.escape(n) for n in (*names.time_slicing_resources, *names.mps_resources)]
+    return "|".join(dict.fromkeys([WHOLE_GPU_RESOURCE, "nvidia_com_mig_.+", *extra]))
+
+
 def mig_profile_from_product(product: str | None) -> str | None:
     """MIG single strategy: GPU Feature Discovery's ``nvidia.com/gpu.product`` ends in
-    ``-MIG-1g.10gb`` (``NVIDIA-A100-SXM4-40GB-MIG-1g.5gb``)."""
+    ``-MIG-1g.10gb`` (``NVIDIA-A100-SXM4-40GB-MIG-1g.5gb``), ``-SHARED`` after it when the
+    instances are time-sliced too (GPU Operator docs, gpu-sharing.rst)."""
     if not product:
         return None
-    m = re.search(r"-MIG-(\d+g\.\d+gb(?:\+(?:me|gfx))?)$", product)
+    m = re.search(r"-MIG-(\d+g\.\d+gb(?:\+(?:me|gfx))?)(?:-SHARED)?$", product)
     return m.group(1) if m else None
 
 

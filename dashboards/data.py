@@ -277,6 +277,8 @@ def chargeback_lines(kind: str, first: date, end: date, domains: list[str],
     return query(
         "SELECT period_kind, period, period_start, cost_centre, team, person, domain, "
         "gpu_model, rate_valid_from, rate_per_gpu_hour, currency, gpu_seconds, gpu_hours, "
+        # shared GPUs: gpu_hours is the physical share, slice_hours the units x hours
+        "coalesce(slice_hours, 0) AS slice_hours, "
         # invoice_lines: a closed week's day and week lines as frozen at its close
         # provisional: the mark of models/schema.py's invoice_lines (data-quality gate)
         f"{usage}, allocations, amount, provisional, provisional_reasons FROM invoice_lines "
@@ -743,4 +745,27 @@ def startup_times(first: date, end: date) -> pl.DataFrame:
         "SELECT domain, count(*) AS started, quantile_cont(startup_s, 0.5) AS p50_s, "
         "quantile_cont(startup_s, 0.9) AS p90_s FROM s GROUP BY domain ORDER BY domain",
         _scoped(first=first, end=end),
+    )
+
+
+def shared_gpus(first: date, end: date) -> pl.DataFrame:
+    """Per sharing mode and MIG profile over ``[first, end)`` (shared_gpu_daily, cluster-wide):
+    allocations, slice-hours, physical GPU-hours charged, the busy share of the slice time,
+    the share of all charged physical GPU-hours, amount and cost per busy slice-hour."""
+    return query(
+        "WITH t AS (SELECT sharing, slice_profile, currency, "
+        "sum(allocations)::BIGINT AS allocations, "
+        "sum(slice_seconds) / 3600 AS slice_hours, "
+        "sum(physical_gpu_seconds) / 3600 AS physical_gpu_hours, "
+        "sum(busy_slice_seconds) / 3600 AS busy_slice_hours, sum(amount) AS amount, "
+        "count(*) FILTER (WHERE amount IS NULL) AS unpriced "
+        "FROM shared_gpu_daily WHERE day >= $first AND day < $end GROUP BY ALL) "
+        "SELECT sharing, slice_profile, currency, allocations, slice_hours, physical_gpu_hours, "
+        "busy_slice_hours / nullif(slice_hours, 0) AS busy_share, "
+        "physical_gpu_hours / nullif(sum(physical_gpu_hours) OVER (), 0) AS estate_share, "
+        "CASE WHEN unpriced = 0 THEN amount END AS amount, "
+        "CASE WHEN unpriced = 0 THEN amount / nullif(busy_slice_hours, 0) END "
+        "AS cost_per_busy_slice_hour "
+        "FROM t ORDER BY sharing = 'whole', sharing, slice_profile, currency",
+        {"first": first, "end": end},
     )

@@ -219,7 +219,7 @@ def cmd_ingest_kubernetes(args: argparse.Namespace, settings: Settings) -> int:
                 cluster=c.name, lookback=timedelta(minutes=minutes),
                 scrape_interval=timedelta(seconds=interval) if interval else None,
                 workloads=cli_sources.workload_snapshot(args, settings, c),
-                gpu_resources=settings.gpu_resources,
+                gpu_resources=settings.gpu_resources, sharing=settings.sharing,
             )
     with connect(settings.db) as con:
         publish_snapshot(con, settings.db)
@@ -242,7 +242,7 @@ def _ingest_kubernetes_flags(args: argparse.Namespace, settings: Settings, start
         lambda: connect(settings.db), source, start, end, cluster=cluster,
         lookback=timedelta(minutes=minutes), scrape_interval=interval,
         workloads=cli_sources.workload_snapshot(args, settings),
-        gpu_resources=settings.gpu_resources,
+        gpu_resources=settings.gpu_resources, sharing=settings.sharing,
     )
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from connectors.gpu_sharing import SharingNames
+
 if TYPE_CHECKING:
     from gpuledger.site import Site
 
@@ -47,6 +49,8 @@ class Settings:
     node_aliases: dict[str, str] = field(default_factory=dict)
     # a DRA workload's GPUs go under the logical name of Kueue's deviceClassMappings
     gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
+    # [gpuledger.sharing] of a site file: Kubernetes resources that are GPU replicas
+    sharing: SharingNames = field(default_factory=SharingNames)
     extra: dict[str, object] = field(default_factory=dict)
     # the validated site file, when the TOML file is one (db and reports_dir as settled here)
     site: "Site | None" = None
@@ -96,6 +100,7 @@ def _site_values(site: "Site") -> tuple[dict[str, object], dict[str, object]]:
     values: dict[str, object] = {
         "db": site.db, "reports_dir": site.reports_dir,
         "gpu_resources": site.gpu_resources, "node_aliases": site.node_aliases,
+        "sharing": site.sharing,
         "identity_map": site.reference.identity_map, "rate_card": site.reference.rate_card,
     }
     extra: dict[str, object] = {"slurm_limits": limits} if limits else {}
@@ -115,7 +120,8 @@ def load_settings(config_file: Path | None = None, **overrides: object) -> Setti
     A site file is validated whole (``gpuledger.site.SiteError``, a ``ValueError``)."""
     values: dict[str, object] = {}
     path = config_file or Path(os.environ.get("GPULEDGER_CONFIG") or DEFAULT_CONFIG)
-    known = {f.name for f in fields(Settings)} - {"extra", "site"}
+    # sharing: a site file's [gpuledger.sharing] table only (validated there)
+    known = {f.name for f in fields(Settings)} - {"extra", "site", "sharing"}
     extra: dict[str, object] = {}
     site = None
     if path.is_file():

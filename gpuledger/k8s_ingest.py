@@ -54,6 +54,7 @@ import duckdb
 import polars as pl
 
 from connectors.errors import Reject, rejects_frame
+from connectors.gpu_sharing import DEFAULT_NAMES, WHOLE_GPU_RESOURCE, SharingNames
 from connectors.kubernetes.dcgm import gpu_busy_seconds_daily, gpu_utilization
 from connectors.kubernetes.ksm import (
     GPU_RESOURCE,
@@ -89,8 +90,9 @@ TERMINAL_PHASES = ("Succeeded", "Failed", "Unknown")
 INGEST_SOURCE = "kubernetes"
 _US = 1_000_000
 
-POD_ENTITY = ("uid",)
-POD_SAME = ("namespace", "pod", "node", "gpus")
+# a pod's GPU-like resources (whole GPUs, MIG instances, replicas) are merged apart
+POD_ENTITY = ("uid", "gpu_resource")
+POD_SAME = ("namespace", "pod", "node", "gpus", "sharing", "slice_profile")
 # the last non-null in time order; start_source stays the first piece's (coalesce_intervals)
 POD_ATTRIBUTES = ("service_account", "labels", "queue_name", "owner_kind", "owner_name",
                   "cluster_queue", "end_source")
@@ -479,6 +481,7 @@ def read_kubernetes_window(
     lookback: timedelta = DEFAULT_LOOKBACK,
     scrape_interval: timedelta | None = None,
     gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
+    sharing: SharingNames = DEFAULT_NAMES,
 ) -> _Read:
     """Every read of one window (no writes). Raises whatever the source raises; a source with
     a ``window_budget`` (PrometheusHttpSource) bounds the whole read by it."""
@@ -486,7 +489,7 @@ def read_kubernetes_window(
     budget = getattr(source, "window_budget", None)
     with _quiet_connector_log(), (budget() if callable(budget) else nullcontext()):
         return _read_window(source, start, end, lookback, scrape_interval,
-                            tuple(gpu_resources))
+                            tuple(gpu_resources), sharing)
 
 
 @contextmanager
@@ -503,7 +506,8 @@ def _quiet_connector_log() -> Iterator[None]:
 
 def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback: timedelta,
                  scrape_interval: timedelta | None,
-                 gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES) -> _Read:
+                 gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES,
+                 sharing: SharingNames = DEFAULT_NAMES) -> _Read:
     memo = _MemoSource(source)
     warnings: list[tuple[str, str]] = []
     interval = scrape_interval or infer_scrape_interval(memo, start, end, lookback)
@@ -512,8 +516,8 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
 
     ksm_notes: list[str] = []
     sink: list[pl.DataFrame] = []
-    pods = pod_gpu_allocations(memo, start, end, scrape_interval=interval, notes=ksm_notes,
-                               rejects=sink)
+    pods = pod_gpu_allocations(memo, start, end, scrape_interval=interval, names=sharing,
+                               notes=ksm_notes, rejects=sink)
     capacity = node_gpu_capacity(memo, start, end, scrape_interval=interval, notes=ksm_notes,
                                  rejects=sink)
     # the window itself (no margin): stored widened, so windows add up
@@ -527,9 +531,12 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
     phases = _terminal_phases(memo, uids, start, end + lookback)
 
     u0, u1 = floor_to(start, GRAIN), ceil_to(end, GRAIN)
-    # samples without pod labels go to the only pod holding the whole node (dcgm_attribution)
+    # samples without pod labels go to the only pod holding the whole node (dcgm_attribution),
+    # counted in nvidia_com_gpu as the capacity is: MIG instances of the mixed strategy and
+    # renamed replicas are other devices, never a whole node's GPUs
+    whole = pods.filter(pl.col("gpu_resource") == WHOLE_GPU_RESOURCE)
     utilization, util_warn = gpu_utilization(memo, u0, u1, grain=GRAIN, rejects=sink,
-                                             pods=pods, capacity=capacity)
+                                             pods=whole, capacity=capacity)
     d0 = floor_to(start, timedelta(days=1))
     d1 = ceil_to(end, timedelta(days=1))
     busy, busy_warn = gpu_busy_seconds_daily(memo, d0, d1, scrape_interval=None)
@@ -566,6 +573,7 @@ def ingest_kubernetes_window(
     cluster: str = "default",
     scrape_interval: timedelta | None = None,
     gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
+    sharing: SharingNames = DEFAULT_NAMES,
 ) -> KubernetesLoad:
     """Read ``[start, end)`` from `source` and replace what the ledger holds for it, atomically.
 
@@ -577,7 +585,8 @@ def ingest_kubernetes_window(
     """
     start, end = check_window(start, end, lookback)
     read = read_kubernetes_window(source, start, end, lookback=lookback,
-                                  scrape_interval=scrape_interval, gpu_resources=gpu_resources)
+                                  scrape_interval=scrape_interval, gpu_resources=gpu_resources,
+                                  sharing=sharing)
     return write_kubernetes_window(con, read, source, start, end, cluster=cluster)
 
 
@@ -697,7 +706,10 @@ MAX_GPUS_PER_NODE = DEFAULT_MAX_GPUS_PER_NODE
 def _within_node_capacity(con: duckdb.DuckDBPyConnection, read: _Read) -> _Read:
     """Pod intervals asking for more GPUs than their node has are rejects, not charges: the
     node's largest ``kube_node_status_capacity`` of the window, else the inventory's count,
-    else ``MAX_GPUS_PER_NODE`` (issue #13: sanity limits with reasons)."""
+    else ``MAX_GPUS_PER_NODE`` (issue #13: sanity limits with reasons). Only ``nvidia_com_gpu``
+    is checked (its capacity counts replicas and single-strategy MIG devices too; the inventory
+    and the ceiling count physical GPUs, so they bound whole-GPU requests only); other
+    resources (MIG mixed, renamed replicas) have no GPU count to compare with."""
     pods = read.pods
     if pods.height == 0:
         return read
@@ -709,14 +721,18 @@ def _within_node_capacity(con: duckdb.DuckDBPyConnection, read: _Read) -> _Read:
     checked = (pods.join(capacity, on="node", how="left")
                .join(inventory.with_columns(pl.col("_inventory").cast(pl.Int64)), on="node",
                      how="left")
-               .with_columns(_limit=pl.coalesce("_ksm", "_inventory",
-                                                pl.lit(MAX_GPUS_PER_NODE, dtype=pl.Int64)),
+               .with_columns(_limit=pl.when(pl.col("gpu_resource") != WHOLE_GPU_RESOURCE)
+                             .then(pl.lit(None, dtype=pl.Int64))
+                             .when(pl.col("sharing").is_not_null()).then(pl.col("_ksm"))
+                             .otherwise(pl.coalesce("_ksm", "_inventory",
+                                                    pl.lit(MAX_GPUS_PER_NODE, dtype=pl.Int64))),
                              _by=pl.when(pl.col("_ksm").is_not_null())
                              .then(pl.lit("kube_node_status_capacity"))
                              .when(pl.col("_inventory").is_not_null())
                              .then(pl.lit("the node inventory"))
                              .otherwise(pl.lit("the ceiling MAX_GPUS_PER_NODE"))))
-    bad = checked.filter(pl.col("gpus") > pl.col("_limit"))
+    over = (pl.col("gpus") > pl.col("_limit")).fill_null(False)
+    bad = checked.filter(over)
     if bad.height == 0:
         return read
     rows = bad.select(
@@ -729,7 +745,7 @@ def _within_node_capacity(con: duckdb.DuckDBPyConnection, read: _Read) -> _Read:
         pl.col("start_ts").alias("ts"),
         pl.col("gpus").cast(pl.Float64).alias("value"),
     )
-    kept = checked.filter(pl.col("gpus") <= pl.col("_limit")).select(pods.columns)
+    kept = checked.filter(~over).select(pods.columns)
     return replace(read, pods=kept, rejects=pl.concat([read.rejects, rows],
                                                        how="vertical_relaxed"))
 

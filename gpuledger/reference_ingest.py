@@ -30,8 +30,10 @@ import duckdb
 import polars as pl
 
 from connectors.errors import Reject, rejects_frame
+from connectors.gpu_sharing import DEFAULT_NAMES, SharingNames
 from connectors.kubernetes.ksm_namespaces import ksm_namespace_owners
 from connectors.kubernetes.ksm_nodes import KSM_NODE_SCHEMA, ksm_node_inventory
+from connectors.kubernetes.ksm_slices import ksm_node_slices
 from connectors.kubernetes.prometheus import MetricsSource
 from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA
 from connectors.reference_files import read_accounts, read_nodes
@@ -40,6 +42,7 @@ from connectors.slurm.sacctmgr import SACCTMGR_ASSOC_COMMAND, parse_sacctmgr_ass
 from connectors.slurm.scontrol_nodes import (
     NODE_SCHEMA,
     SCONTROL_NODES_COMMAND,
+    node_slices,
     parse_scontrol_nodes,
 )
 from gpuledger import service
@@ -51,6 +54,8 @@ from models.runner import record_ingest, replace_rows, transaction
 Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
 INVENTORY_KEY = ("cluster", "node", "gpu_model")
 INVENTORY_ATTRS = ("gpu_count", "pool", "slurm_partition", "gpu_product", "source")
+SLICE_KEY = ("cluster", "node", "sharing", "slice_profile", "source")
+SLICE_ATTRS = ("units", "physical_gpus", "units_per_gpu", "gpu_slices", "mig_config")
 CANDIDATE_KEY = ("source", "cluster", "source_kind", "key")
 CANDIDATE_ATTRS = ("person", "team", "cost_centre", "evidence")
 KSM_METRICS = ("kube_node_status_capacity", "kube_node_labels", "kube_namespace_labels")
@@ -64,6 +69,8 @@ class ClusterReference:
     observed_at: datetime
     slurm_nodes: pl.DataFrame | None = None
     ksm_nodes: pl.DataFrame | None = None
+    ksm_slices: pl.DataFrame | None = None  # shared GPUs per node (ksm_slices.py)
+    slurm_slices: pl.DataFrame | None = None  # shared GPUs per node (scontrol Gres=)
     accounts: pl.DataFrame | None = None
     users: pl.DataFrame | None = None
     namespace_owners: pl.DataFrame | None = None
@@ -81,6 +88,7 @@ def read_slurm_reference(ref: ClusterReference, runner: CommandRunner) -> None:
     nodes, rejects = parse_scontrol_nodes(runner.run(SCONTROL_NODES_COMMAND, {}),
                                           source_file=f"{ref.cluster}: {shown}")
     ref.slurm_nodes, ref.line_rejects[shown] = nodes, rejects
+    ref.slurm_slices = node_slices(nodes)
     shown = " ".join(SACCTMGR_ASSOC_COMMAND)
     accounts, users, rejects = parse_sacctmgr_assoc(runner.run(SACCTMGR_ASSOC_COMMAND, {}),
                                                     source_file=f"{ref.cluster}: {shown}")
@@ -88,10 +96,14 @@ def read_slurm_reference(ref: ClusterReference, runner: CommandRunner) -> None:
 
 
 def read_k8s_reference(ref: ClusterReference, source: MetricsSource, *,
-                       namespace_labels: dict[str, str], lookback: timedelta) -> None:
-    """Read the KSM node inventory and namespace owners as of ``ref.observed_at`` into `ref`."""
+                       namespace_labels: dict[str, str], lookback: timedelta,
+                       sharing: SharingNames = DEFAULT_NAMES) -> None:
+    """Read the KSM node inventory, shared GPUs and namespace owners as of
+    ``ref.observed_at`` into `ref`."""
     ref.ksm_nodes = ksm_node_inventory(source, ref.observed_at, lookback=lookback,
                                        rejects=ref.sample_rejects)
+    ref.ksm_slices = ksm_node_slices(source, ref.observed_at, lookback=lookback, names=sharing,
+                                     rejects=ref.sample_rejects)
     ref.namespace_owners = ksm_namespace_owners(source, ref.observed_at, namespace_labels,
                                                 lookback=lookback, rejects=ref.sample_rejects)
     ref.ksm_window = (ref.observed_at - lookback, ref.observed_at)
@@ -219,6 +231,27 @@ def write_inventory(con: duckdb.DuckDBPyConnection, cluster: str, gpus: pl.DataF
                              inventory_rows(gpus), at, scope="cluster = ?", params=(cluster,))
 
 
+def slice_rows(cluster: str, slices: pl.DataFrame, source: str = "ksm") -> pl.DataFrame:
+    """KSM's shared-GPU rows -> the node_gpu_slices state: one row per (node, sharing,
+    profile); two resources of one mode on a node (nvidia_com_gpu replicas and a renamed
+    resource) add up."""
+    return slices.group_by("node", "sharing", "slice_profile", maintain_order=True).agg(
+        pl.col("units").sum(), pl.col("physical_gpus").max(), pl.col("units_per_gpu").max(),
+        pl.col("gpu_slices").max(), pl.col("mig_config").drop_nulls().first(),
+    ).with_columns(cluster=pl.lit(cluster), source=pl.lit(source))
+
+
+def write_slices(con: duckdb.DuckDBPyConnection, cluster: str, slices: pl.DataFrame,
+                 at: datetime, source: str = "ksm") -> HistoryChange:
+    """Bring the cluster's KSM rows of ``node_gpu_slices`` up to date (inside the caller's
+    transaction): a MIG layout change closes the node's rows at `at` and opens the new ones;
+    the other source's rows (`source` ksm or scontrol) are left alone."""
+    namer = load_namer(con)
+    state = slice_rows(cluster, namer.canonical_frame(slices), source)
+    return apply_history(con, schema.NODE_GPU_SLICES, SLICE_KEY, SLICE_ATTRS, state, at,
+                         scope="cluster = ? AND source = ?", params=(cluster, source))
+
+
 def import_nodes_file(con: duckdb.DuckDBPyConnection, path: Path, cluster: str,
                       *, at: datetime | None = None) -> service.LoadResult:
     """``import-nodes``: the file is the cluster's whole inventory (service.import_nodes), and
@@ -329,6 +362,19 @@ def write_cluster_reference(con: duckdb.DuckDBPyConnection, ref: ClusterReferenc
         change = write_inventory(con, ref.cluster, gpus, ref.observed_at)
         lines.append(f"{ref.cluster}: nodes: {gpus['node'].n_unique()} GPU node(s), "
                      f"{gpus.height} GPU(s); {_history_note(change)}")
+    if "nodes" in parts and ref.ksm_slices is not None:
+        with transaction(con):
+            change = write_slices(con, ref.cluster, ref.ksm_slices, ref.observed_at)
+        lines.append(f"{ref.cluster}: shared GPUs: {ref.ksm_slices.height} node slice row(s); "
+                     f"node_gpu_slices: {change.opened} opened, {change.closed} closed")
+    if "nodes" in parts and ref.slurm_slices is not None:
+        with transaction(con):
+            change = write_slices(con, ref.cluster, ref.slurm_slices, ref.observed_at,
+                                  source="scontrol")
+        if ref.slurm_slices.height or change.opened or change.closed:  # a cluster with some
+            lines.append(f"{ref.cluster}: shared GPUs (scontrol): {ref.slurm_slices.height} "
+                         f"node slice row(s); node_gpu_slices: {change.opened} opened, "
+                         f"{change.closed} closed")
     rejected = 0
     with transaction(con):
         for source, frame in (candidate_rows(ref) if "candidates" in parts else {}).items():
@@ -400,7 +446,8 @@ def import_reference(site: Site, connect: Connect, *, at: datetime | None = None
         if c.prometheus is not None and not (live_only and c.prometheus.openmetrics):
             read_k8s_reference(ref, source_of(c.prometheus),
                                namespace_labels=site.reference.namespace_labels,
-                               lookback=timedelta(minutes=c.prometheus.lookback_minutes or 60))
+                               lookback=timedelta(minutes=c.prometheus.lookback_minutes or 60),
+                               sharing=site.sharing)
         refs.append(ref)
     ref_files = site.reference
     by_cluster: dict[str, pl.DataFrame] = {}

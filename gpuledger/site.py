@@ -12,6 +12,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from connectors.gpu_sharing import SharingNames
 from gpuledger.config import DEFAULT_CONFIG, DEFAULT_GPU_RESOURCES
 
 if TYPE_CHECKING:
@@ -148,6 +149,8 @@ class Site:
     reference: ReferenceSite = field(default_factory=ReferenceSite)
     schedules: ScheduleSite = field(default_factory=ScheduleSite)
     quality: QualitySite = field(default_factory=QualitySite)
+    # [gpuledger.sharing]: Kubernetes resources (KSM spelling) that are replicas of a GPU
+    sharing: SharingNames = field(default_factory=SharingNames)
     # [gpuledger.idle] and its [[gpuledger.idle.policy]] entries; None: the detectors' defaults
     idle: "IdleRules | None" = None
 
@@ -384,6 +387,34 @@ def _schedules(t: _Table | None) -> ScheduleSite:
     return site
 
 
+def _sharing(t: _Table | None) -> SharingNames:
+    """``[gpuledger.sharing]``: resource names in kube-state-metrics' spelling
+    (``nvidia_com_gpu_shared``); a name in both lists, or a whole-GPU/MIG name, is an error."""
+    d = SharingNames()
+    if t is None:
+        return d
+    lists = {}
+    for key in ("time_slicing_resources", "mps_resources"):
+        value = t.get(key, list, list(getattr(d, key)),
+                      "a list of kube-state-metrics resource names (nvidia_com_gpu_shared)")
+        if not all(isinstance(v, str) and v and v == v.strip() for v in value):  # type: ignore
+            t.fail(key, "a list of kube-state-metrics resource names (nvidia_com_gpu_shared)",
+                   value)
+        for v in value:  # type: ignore[union-attr]
+            if "." in v or "/" in v:
+                t.fail(key, "names as kube-state-metrics writes them (nvidia_com_gpu_shared, "
+                       "every '.', '/' and '-' an '_')", v)
+            if v == "nvidia_com_gpu" or v.startswith("nvidia_com_mig_"):
+                t.fail(key, "a replica resource, not nvidia_com_gpu or a MIG profile (their "
+                       "meaning comes from the node labels and the name)", v)
+        lists[key] = tuple(dict.fromkeys(value))  # type: ignore[arg-type]
+    both = sorted(set(lists["time_slicing_resources"]) & set(lists["mps_resources"]))
+    if both:
+        t.fail("mps_resources", "names not also in time_slicing_resources", both)
+    t.done()
+    return SharingNames(**lists)
+
+
 def _quality(t: _Table | None) -> QualitySite:
     if t is None:
         return QualitySite()
@@ -505,6 +536,7 @@ def load_site(path: Path | str) -> Site:
         reference=_reference(top.sub("reference")),
         schedules=_schedules(top.sub("schedules")),
         quality=_quality(top.sub("quality")),
+        sharing=_sharing(top.sub("sharing")),
         idle=_idle(top.sub("idle"), tuple(clusters)),
     )
     top.done()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 
+from connectors.gpu_sharing import DEFAULT_NAMES, SharingNames
 from connectors.kubernetes.kube_api import snapshot_files
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import MetricsSource
@@ -37,6 +38,7 @@ def ingest_kubernetes_days(
     cluster: str, lookback: timedelta, scrape_interval: timedelta | None,
     workloads: Path | None, indent: str = "", max_warnings: int = 8,
     gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES,
+    sharing: SharingNames = DEFAULT_NAMES,
 ) -> None:
     """Ingest ``[start, end)`` day by day (progress lines on stderr), then the Workloads.
 
@@ -53,7 +55,7 @@ def ingest_kubernetes_days(
         progress.start(f"{indent}prometheus {day_start:%Y-%m-%d}")
         read = k8s_ingest.read_kubernetes_window(
             source, day_start, day_end, lookback=lookback, scrape_interval=scrape_interval,
-            gpu_resources=gpu_resources,
+            gpu_resources=gpu_resources, sharing=sharing,
         )
         with opened() as con:
             load = k8s_ingest.write_kubernetes_window(con, read, source, day_start, day_end,
@@ -185,6 +187,7 @@ def load_site_files(site: Site, db: Path, *, clusters: Iterable[str] | None = No
             lambda: connect(db), OpenMetricsFileSource(path), start, end,  # type: ignore[arg-type]
             cluster=c.name, lookback=k8s_ingest.DEFAULT_LOOKBACK, scrape_interval=None,
             workloads=None, indent="  ", max_warnings=2, gpu_resources=resources,
+            sharing=site.sharing,
         )
     for c in chosen:
         for live in _live(c):

@@ -70,13 +70,14 @@ def build_allocations(con: duckdb.DuckDBPyConnection, first_day: date, last_day:
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE resolved_identity AS {load_sql('resolve_identity')}"
     )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE alloc_shares AS {load_sql('allocation_shares')}")
     with transaction(con):
         con.execute("DELETE FROM allocations WHERE day >= ? AND day <= ?", [first_day, last_day])
         con.execute(f"INSERT INTO allocations BY NAME {load_sql('allocations')}")
         rows = con.execute(
             "SELECT count(*) FROM allocations WHERE day >= ? AND day <= ?", [first_day, last_day]
         ).fetchone()[0]
-    for temp in ("resolved_identity", "alloc_pieces"):
+    for temp in ("alloc_shares", "resolved_identity", "alloc_pieces"):
         con.execute(f"DROP TABLE IF EXISTS {temp}")
     return rows
 
@@ -163,9 +164,11 @@ def build_chargeback(con: duckdb.DuckDBPyConnection, first_day: date, last_day: 
     from models.closing import settle_adjustments  # closing reads the lines built here
 
     bounds = [_period_bounds(first_day, last_day, kind) for kind in ("day", "week", "month")]
+    # a MIG profile can be priced itself (rate card gpu_model = the profile): its key too
     create_rate_choice(
         con, "SELECT day, domain, gpu_model, qos FROM allocations "
-        "WHERE day >= $first AND day < $end",
+        "WHERE day >= $first AND day < $end UNION ALL SELECT day, domain, slice_profile, qos "
+        "FROM allocations WHERE day >= $first AND day < $end AND slice_profile IS NOT NULL",
         {"first": min(b[0] for b in bounds), "end": max(b[1] for b in bounds)})
     rows = 0
     with transaction(con):
@@ -184,6 +187,11 @@ def build_chargeback(con: duckdb.DuckDBPyConnection, first_day: date, last_day: 
                 "AND period_start >= ? AND period_start < ?", [kind, start, end],
             ).fetchone()[0]
         settle_adjustments(con, run=run)
+        # shared GPUs per day, priced with the same rate_choice (docs/shared-gpus.md)
+        con.execute("DELETE FROM shared_gpu_daily WHERE day >= ? AND day <= ?",
+                    [first_day, last_day])
+        con.execute(f"INSERT INTO shared_gpu_daily BY NAME {load_sql('shared_gpu_daily')}",
+                    {"first_day": first_day, "end_day": last_day + timedelta(days=1)})
     for temp in ("rate_choice", "rate_keys"):
         con.execute(f"DROP TABLE IF EXISTS {temp}")
     return rows

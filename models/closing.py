@@ -102,16 +102,26 @@ def next_open_week(closed: set[str], period: str) -> tuple[str, date]:
     return _week_name(monday), monday
 
 
+#: invoice line columns added after closes were first frozen (NULL on older frozen lines)
+LATER_LINE_COLUMNS = frozenset({"slice_hours"})
+
+
 def _checksum(con: duckdb.DuckDBPyConnection, period: str, revision: int) -> str:
     """sha256 of the frozen lines of one close and of the adjustment lines the week carries."""
-    columns = ", ".join(f'"{c}"' for c in CHARGEBACK.column_names)
+    names = CHARGEBACK.column_names
+    columns = ", ".join(f'"{c}"' for c in names)
     adjustment_columns = ", ".join(
         f'"{c}"' for c in INVOICE_ADJUSTMENTS.column_names if c not in ("run_id", "created_at"))
     digest = hashlib.sha256()
     for row in con.execute(
             f"SELECT {columns} FROM {FROZEN_INVOICE_LINES.name} WHERE closed_period = ? "
             "AND revision = ? ORDER BY ALL", [period, revision]).fetchall():
-        digest.update(("L|" + "|".join("" if v is None else str(v) for v in row) + "\n").encode())
+        # a column added later (LATER_LINE_COLUMNS) counts only where set: a close frozen
+        # before it keeps its checksum
+        values = [v for c, v in zip(names, row, strict=True)
+                  if not (v is None and c in LATER_LINE_COLUMNS)]
+        digest.update(("L|" + "|".join("" if v is None else str(v) for v in values)
+                       + "\n").encode())
     for row in con.execute(
             f"SELECT {adjustment_columns} FROM {INVOICE_ADJUSTMENTS.name} WHERE period = ? "
             "ORDER BY ALL", [period]).fetchall():
@@ -272,7 +282,8 @@ def close_week(
     run_id = run_id or f"close-week pid {os.getpid()} on {socket.gethostname()}"
     build_chargeback(con, monday, end - timedelta(days=1), run=run_id)
     revision = 1 if existing is None else existing.revision + 1
-    columns = ", ".join(f'"{c}"' for c in CHARGEBACK.column_names)
+    names = CHARGEBACK.column_names
+    columns = ", ".join(f'"{c}"' for c in names)
     with transaction(con):
         lines, gpu_seconds, amount = con.execute(
             "SELECT count(*), coalesce(sum(gpu_seconds), 0)::BIGINT, coalesce(sum(amount), 0) "

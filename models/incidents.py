@@ -32,7 +32,8 @@ MARGIN = timedelta(days=1)
 # than CARRY_DAYS would rescan weeks on every daily build; longer incidents are cut there.
 CARRY_SLACK = timedelta(hours=1)
 CARRY_DAYS = 14
-KINDS = ("double_scheduled", "partial_gang", "idle_allocation", "low_efficiency")
+KINDS = ("double_scheduled", "partial_gang", "idle_allocation", "low_efficiency",
+         "shared_overcommit", "mig_layout_change")
 # window rule off by default: realistic work has hours-long phases at 5-15 % (data loading,
 # evaluation) that are work, not waste (docs/detectors.md "Idle policies")
 DEFAULT_WINDOW_THRESHOLD = 0.10
@@ -51,6 +52,8 @@ DETECTORS = (
     ("det_gang", "detect_partial_gang"),
     ("det_idle", "detect_idle"),  # minus det_double's and det_gang's GPU-time
     ("det_low_eff", "detect_low_efficiency"),
+    ("det_shared", "detect_shared_overcommit"),  # the shared-GPU invariant (docs/shared-gpus.md)
+    ("det_mig_layout", "detect_mig_layout_change"),
 )
 _PARAMETER = re.compile(r"\$([a-z_]+)")
 
@@ -234,7 +237,8 @@ def build_incidents(
         _run(con, f"CREATE OR REPLACE TEMP TABLE {temp} AS {load_sql(model)}", values)
     create_rate_choice(con, " UNION ALL ".join(
         f"SELECT CAST(start_ts AS DATE) AS day, rate_domain AS domain, gpu_model, qos FROM {t}"
-        for t in ("det_double", "det_gang", "det_idle", "det_low_eff")))
+        for t in ("det_double", "det_gang", "det_idle", "det_low_eff", "det_shared",
+                  "det_mig_layout")))
     with transaction(con):
         con.execute("DELETE FROM incidents WHERE day >= ? AND day <= ?", [first_day, last_day])
         _run(con, f"INSERT INTO incidents BY NAME {load_sql('detect_incidents')}", values)

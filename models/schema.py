@@ -402,8 +402,10 @@ SLURM_NODE_ALLOCATIONS = Table(
         ("sharing", "VARCHAR"),
         ("slice_profile", "VARCHAR"),
     ),
-    key=("run_key", "node"),
-    doc="One row per (run, node): the GPUs a run held on each node as split at load: the total "
+    key=("run_key", "node", "sharing", "slice_profile"),
+    doc="One row per (run, node) and, for shared GPUs, per sharing mode and MIG profile (a run "
+    "holding whole GPUs and MIG instances has a row of each): the GPUs a run held on each node "
+    "as split at load: the total "
     "on a single node (gpus_source 'single_node'), else an even split of AllocTRES "
     "('even_split'); stg_slurm_allocations takes the counts of an scontrol snapshot instead "
     "where one was loaded (docs/slurm.md).",
@@ -417,6 +419,11 @@ SLURM_GPU_INDICES = Table(
         ("node", "VARCHAR"),
         ("gpu_index", "BIGINT"),
         ("gpu_model", "VARCHAR"),
+        # shared GPUs (docs/shared-gpus.md): mig (gpu_index is the MIG instance's GRES index, not
+        # the physical GPU's), mps (gpu_index is the GPU's; units = MPS units); NULL: whole GPU
+        ("sharing", "VARCHAR"),
+        ("slice_profile", "VARCHAR"),
+        ("units", "BIGINT"),
         ("start", "TIMESTAMP"),
         ("end", "TIMESTAMP"),
         ("state", "VARCHAR"),
@@ -492,6 +499,9 @@ ALLOCATIONS = Table(
         ("slice_profile", "VARCHAR"),
         ("slices", "BIGINT"),
         ("physical_gpu_seconds", "DECIMAL(18,3)"),
+        # the share of the node's physical GPUs held while it runs (capacity sweeps): gpus; MIG
+        # instances x their fraction; shared units / units per GPU (NULL: units per GPU unknown)
+        ("capacity_gpus", "DOUBLE"),
         ("slurm_user", "VARCHAR"),
         ("slurm_account", "VARCHAR"),
         ("qos", "VARCHAR"),
@@ -552,7 +562,7 @@ _POD_INTERVAL_COLUMNS = (
 K8S_POD_ALLOCATION_PIECES = Table(
     "k8s_pod_allocation_pieces",
     _POD_INTERVAL_COLUMNS,
-    key=("cluster", "uid", "start_ts"),
+    key=("cluster", "uid", "gpu_resource", "start_ts"),
     doc="Pod GPU allocation intervals as each ingest window saw them (clipped to the window); "
     "a window's pieces are replaced whole. k8s_pod_allocations is their merge.",
 )
@@ -560,12 +570,14 @@ K8S_POD_ALLOCATION_PIECES = Table(
 K8S_POD_ALLOCATIONS = Table(
     "k8s_pod_allocations",
     _POD_INTERVAL_COLUMNS,
-    key=("cluster", "uid", "start_ts"),
-    doc="One row per pod GPU allocation interval (per uid; before kube-state-metrics v2.1.0 "
-    "per 'namespace/pod@creation time'): from kube_pod_start_time, else the first Running "
-    "sample, to kube_pod_completion_time, else the last Running sample + scrape interval "
-    "(start_source/end_source say which; docs/kubernetes.md), bound to a node, GPUs = the pod's "
-    "effective GPU request. Pieces of consecutive ingest windows that touch are merged into one "
+    key=("cluster", "uid", "gpu_resource", "start_ts"),
+    doc="One row per pod GPU allocation interval and GPU-like resource (gpu_resource: a pod "
+    "holding whole GPUs and MIG instances has a row for each; per uid; before "
+    "kube-state-metrics v2.1.0 per 'namespace/pod@creation time'): from kube_pod_start_time, "
+    "else the first Running sample, to kube_pod_completion_time, else the last Running "
+    "sample + scrape interval (start_source/end_source say which; docs/kubernetes.md), bound "
+    "to a node, GPUs = the pod's effective request of that resource. Pieces of consecutive "
+    "ingest windows that touch are merged into one "
     "row; a scrape-grid end is late by less than one scrape interval.",
 )
 
@@ -935,6 +947,9 @@ CHARGEBACK = Table(
         ("measured_gpu_hours", "DECIMAL(18,6)"),
         ("busy_gpu_hours", "DECIMAL(18,6)"),
         ("idle_gpu_hours", "DECIMAL(18,6)"),
+        # shared GPUs: units (MIG instances, replicas, shards) x hours in the line; 0: whole
+        # GPUs only (docs/shared-gpus.md). Last: closes frozen before it have it NULL
+        ("slice_hours", "DECIMAL(18,6)"),
     ),
     key=("period_kind", "period", "cost_centre", "team", "person", "domain", "gpu_model",
          "rate_valid_from", "rate_per_gpu_hour"),
@@ -942,6 +957,30 @@ CHARGEBACK = Table(
     "`chargeback` shows the ISO-week lines); one rate per line, amount "
     "rounded once per line (on allocated GPU-seconds only). measured/busy/idle GPU-hours are "
     "shown beside it: the allocated hours dcgm-exporter covered, and their busy and idle parts.",
+)
+
+SHARED_GPU_DAILY = Table(
+    "shared_gpu_daily",
+    (
+        ("day", "DATE"),
+        ("cluster", "VARCHAR"),
+        ("domain", "VARCHAR"),
+        ("sharing", "VARCHAR"),  # whole, mig, time_slicing, mps, shard
+        ("slice_profile", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),
+        ("currency", "VARCHAR"),  # of the rate; '' when unpriced
+        ("allocations", "BIGINT"),
+        ("slice_seconds", "BIGINT"),  # units (instances, replicas, shards) x seconds
+        ("physical_gpu_seconds", "DECIMAL(18,3)"),
+        ("busy_slice_seconds", "DECIMAL(18,6)"),
+        ("amount", "DECIMAL(18,2)"),
+        ("cost_per_busy_slice_hour", "DOUBLE"),
+    ),
+    key=("day", "cluster", "domain", "sharing", "slice_profile", "gpu_model", "currency"),
+    doc="Shared GPUs per day (docs/shared-gpus.md): allocations, slice-seconds, the physical "
+    "GPU-seconds charged, busy slice-seconds and the amount per sharing mode and MIG profile, "
+    "whole GPUs included (sharing 'whole'), so the share of the estate that runs shared and the "
+    "cost per busy slice-hour read off one table.",
 )
 
 # --- closed periods (models/closing.py; docs/accounting.md "Closed periods and adjustments") ---
@@ -1241,6 +1280,7 @@ BRIDGE_PAIRS = Table(
 
 ALL_TABLES: tuple[Table, ...] = (
     CHARGEBACK,
+    SHARED_GPU_DAILY,
     CLOSED_PERIODS,
     FROZEN_INVOICE_LINES,
     INVOICE_ADJUSTMENTS,

@@ -171,6 +171,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="minutes between kubectl Workload snapshots in kueue/snapshots/ "
                              f"(default {REALISTIC_SNAPSHOT_MINUTES} with --realistic, else 0: "
                              "none)")
+    parser.add_argument("--shared-gpus", action="store_true",
+                        help="add MIG, time-slicing and shard nodes in both schedulers, with "
+                             "truth in physical fractions (issue #16; docs/simulator-shapes.md)")
     add_shape_arguments(parser)
 
 
@@ -180,6 +183,8 @@ def realistic_settings(args: argparse.Namespace) -> dict[str, object]:
     out: dict[str, object] = {}
     if args.realistic:
         out["realistic"] = True
+    if args.shared_gpus:
+        out["shared_gpus"] = True
     minutes = args.kueue_snapshot_every
     if minutes is None:
         minutes = REALISTIC_SNAPSHOT_MINUTES if args.realistic else 0

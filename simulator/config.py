@@ -83,6 +83,8 @@ class SimConfig:
     # host names, garbage-collected Workloads, many planted incidents and decoys; off by default
     realistic: bool = False
     kueue_snapshot_every: int = 0  # seconds between kueue/snapshots/ files (0: none)
+    # --shared-gpus (issue #16): MIG, time-slicing and shard nodes, truth in physical fractions
+    shared_gpus: bool = False
 
     def __post_init__(self) -> None:
         problems = []

@@ -38,6 +38,7 @@ from simulator.sacct_writer import SacctRow, SacctWriter
 from simulator.scheduling import View
 from simulator.scontrol_writer import SNAPSHOT_GLOB, ScontrolSnapshots
 from simulator.scrape_shapes import ScrapeShapes, unlabelled_nodes
+from simulator.sharing_run import SHARED_ALLOCATIONS, SHOW_NODE, SharingRun
 from simulator.site_file import write_site_file
 from simulator.slurm_jobs import SlurmBatch, SlurmSide
 from simulator.sreport_writer import SreportAccumulator
@@ -62,6 +63,8 @@ OUTPUT_FILES = (
     "truth/gpu_seconds_daily.csv", "truth/gpu_seconds_priced.csv",
     "truth/allocations.csv", "truth/allocations.csv.gz", "truth/incidents.csv",
     "truth/gpu_busy_seconds.csv", "truth/undetectable_incidents.csv",
+    # --shared-gpus only
+    SHARED_ALLOCATIONS, "truth/physical_gpu_seconds_daily.csv", SHOW_NODE,
 )
 #: outputs named by time: one `scontrol show job -d` snapshot per collection
 OUTPUT_PATTERNS = (SNAPSHOT_GLOB, KUEUE_SNAPSHOT_GLOB)
@@ -172,6 +175,8 @@ class _Run:
                                               cfg.kueue_snapshot_every)
         self.pod_shapes = PodShapes(cfg.seed, cfg.init_container_gpus, cfg.kueue_labels)
         self.layouts: dict[str, int] = {}  # init-container layout -> pods (world.json)
+        self.sharing = (SharingRun(world, self.w0 - WARMUP) if world.sharing is not None
+                        else None)
         self.sweep: MetricsSweep | None = None
         if cfg.metrics:
             name = "metrics.om.gz" if cfg.gzip_om else "metrics.om"
@@ -182,7 +187,8 @@ class _Run:
                 "gpu_busy_seconds.csv", irregular=self.irregular, seed=cfg.seed,
                 shapes=ScrapeShapes.from_config(cfg, unlabelled_nodes(cfg, world.nodes),
                                                 fqdn_some(cfg, world.nodes)),
-                init_containers=cfg.init_container_gpus > 0, jobs=cfg.realistic)
+                init_containers=cfg.init_container_gpus > 0, jobs=cfg.realistic,
+                sharing=self.sharing.metrics if self.sharing is not None else None)
         self.slurm_jobs = 0
         self.slurm_started = 0
         self.pods = 0
@@ -284,6 +290,8 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
     slurm_view.reservations = reserved["slurm"]
     k8s_view.reservations = reserved["kubernetes"]
     run = _Run(world, out_dir, tmp)
+    if run.sharing is not None:
+        run.sharing.start(run)
     say(f"simulating {cfg.days} day(s) from {cfg.start.isoformat()} on "
         f"{sum(n.gpu_count for n in world.nodes)} GPUs ({cfg.nodes.describe()}), "
         f"metrics {'every ' + str(cfg.step_seconds) + ' s' if cfg.metrics else 'off'}")
@@ -337,8 +345,10 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
         scontrol={"snapshots": run.scontrol.files, "job_blocks": run.scontrol.job_blocks},
         files=(*files, "world.json"),
     )
+    if run.sharing is not None:
+        run.sharing.write(out_dir)
     write_world_json(world, run.irregular, planter.record, asdict(summary), out_dir,
-                     run.layouts)
+                     run.layouts, run.sharing.world_block() if run.sharing is not None else None)
     say(summary.describe())
     return summary
 

@@ -23,6 +23,7 @@ from simulator.pod_shapes import INIT_FAMILIES, init_container_lines
 from simulator.records import Holder, KueueEvent, PodRecord
 from simulator.scheduling import shared_owner
 from simulator.scrape_shapes import ScrapeShapes
+from simulator.sharing_metrics import EXTRA_FAMILIES, SharingMetrics
 from simulator.timefmt import day_of
 from simulator.utilization import busy_milli, gpu_util_percent
 from simulator.world import COHORT, ClusterQueue, Node
@@ -146,7 +147,7 @@ class MetricsSweep:
                  w0: int, w1: int, step: int, out_path: Path, tmp_dir: Path, gzip: bool,
                  busy_path: Path, irregular: Irregularities, seed: int,
                  shapes: ScrapeShapes | None = None, init_containers: bool = False,
-                 jobs: bool = False) -> None:
+                 jobs: bool = False, sharing: "SharingMetrics | None" = None) -> None:
         self.nodes = nodes
         self.k8s_nodes = [n for n in nodes if n.in_kubernetes]
         self.cluster_queues = cluster_queues
@@ -157,6 +158,10 @@ class MetricsSweep:
         self.shapes = shapes = shapes or ScrapeShapes()
         self.seed = seed
         self.families = families(shapes, init_containers, jobs)
+        self.sharing = sharing
+        if sharing is not None:  # --shared-gpus: node allocatable and GFD labels
+            at = [name for name, _, _ in self.families].index("kube_node_status_capacity") + 1
+            self.families[at:at] = EXTRA_FAMILIES
         self.jobs = KsmJobs(shapes._workload("namespace")) if jobs else None
         self.util_family = shapes.naming.util
         self.ratio_family = shapes.naming.ratio
@@ -299,6 +304,8 @@ class MetricsSweep:
                     if ratio_name is not None:
                         ratio_lines.append(f"{ratio_name}{{{labels}}} {ratio} {ts}\n")
                     self.samples += per_sample
+        if self.sharing is not None:
+            self.sharing.dcgm(self, ts)
 
     def _flush_busy(self) -> None:
         day = day_of(self.busy_day).isoformat()
@@ -330,6 +337,8 @@ class MetricsSweep:
             self._emit("kube_node_spec_unschedulable",
                        f'kube_node_spec_unschedulable{{node="{name}",{target}}} '
                        f"{cordoned} {ts}\n")
+        if self.sharing is not None:
+            self.sharing.ksm(self, ts)
         while self.pod_heap and self.pod_heap[0][0] <= ts:
             _, _, p = heapq.heappop(self.pod_heap)
             self.pods.append(_ActivePod(p, self.shapes.pod_key(p.namespace, p.name, p.uid)))
@@ -382,7 +391,7 @@ class MetricsSweep:
             self._emit("kube_pod_container_resource_requests",
                        f"kube_pod_container_resource_requests{{{base},"
                        f'{self.shapes.container(p.container)},node="{node}",'
-                       f'resource="nvidia_com_gpu",unit="integer",{target}}} {p.gpus} {ts}\n')
+                       f'resource="{p.gpu_resource}",unit="integer",{target}}} {p.gpus} {ts}\n')
         if scheduled and p.scheduled is not None:
             # at the Running start: the truth charges Running time (docs/accounting.md) and the
             # simulator has no image-pull phase in this metric (docs/simulator-shapes.md)

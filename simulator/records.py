@@ -55,10 +55,11 @@ class Holder:
     user: str = ""
     qos: str = ""  # Slurm QOS (rate cards may price by it); empty for pods
     dcgm_containers: tuple[tuple[int, str], ...] = ()  # GPU index -> container, if not dcgm's
+    units: int = 0  # --shared-gpus: MIG instances, replicas or shards held (0: whole GPUs)
 
     @property
     def gpus(self) -> int:
-        return len(self.gpu_indices)
+        return self.units or len(self.gpu_indices)
 
     @property
     def gpu_uuids(self) -> tuple[str, ...]:
@@ -87,6 +88,7 @@ class PodRecord:
     deleted: int | None  # None: still exists at the window's end
     pod_number: int  # for its IP address
     containers: tuple[GpuContainer, ...] = ()  # GPU containers; () = one, ``container``
+    gpu_resource: str = "nvidia_com_gpu"  # the KSM resource requested (--shared-gpus: MIG)
 
 
 @dataclass(frozen=True)

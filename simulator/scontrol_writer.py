@@ -13,7 +13,7 @@ written as soon as the simulation has passed its time (no later arrival can star
 """
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from simulator.outputs import open_output
@@ -45,6 +45,8 @@ class ScontrolSnapshots:
         self.written = 0  # snapshots before this index are on disk
         self.pending: dict[int, list[RecordPlan]] = {}
         self.job_blocks = 0
+        # --shared-gpus: the shared-GPU jobs' blocks RUNNING at a time (their ids come last)
+        self.extra_blocks: Callable[[int], list[list[str]]] | None = None
 
     def add(self, plan: RecordPlan) -> None:
         if not holds_gpus(plan) or not self.times:
@@ -67,11 +69,15 @@ class ScontrolSnapshots:
                                                   or self.times[self.written] < before):
             at = self.times[self.written]
             plans = sorted(self.pending.pop(self.written, []), key=lambda p: int(p.job_id_raw))
+            extra = self.extra_blocks(at) if self.extra_blocks is not None else []
             with open_output(self.out_dir / snapshot_name(at), compress=False) as fh:
-                if not plans:
+                if not plans and not extra:
                     fh.write(NO_JOBS + "\n")
                 for plan in plans:
                     fh.writelines(line + "\n" for line in job_block(plan, at))
+                    self.job_blocks += 1
+                for block in extra:
+                    fh.writelines(line + "\n" for line in block)
                     self.job_blocks += 1
             self.written += 1
 

@@ -6,6 +6,7 @@ pod is, in domain ``kubernetes``); both sides of a double-scheduled GPU are char
 """
 
 import csv
+from fractions import Fraction
 from pathlib import Path
 
 from simulator.identity import Resolver
@@ -25,8 +26,17 @@ INCIDENT_COLUMNS = ("kind", "node", "gpu_uuids", "start", "end", "gpu_seconds", 
 # pod labels (the pod's GPUs are unknown) while the node never holds more GPUs than it has.
 UNDETECTABLE_COLUMNS = (*INCIDENT_COLUMNS, "why")
 UNDETECTABLE_FILE = "undetectable_incidents.csv"
+# --shared-gpus (docs/shared-gpus.md, "The charging rule"): the physical share per identity
+PHYSICAL_COLUMNS = ("day", "domain", "person", "team", "cost_centre", "physical_gpu_seconds")
+PHYSICAL_FILE = "physical_gpu_seconds_daily.csv"
 # the node-level rule drops overcommits no longer than the scrape tolerance (one interval)
 NODE_LEVEL_TOLERANCE = 60
+
+
+def milli_text(value: Fraction) -> str:
+    """Seconds to the millisecond (half to even), as DECIMAL(…, 3) prints them."""
+    q, r = divmod(round(value * 1000), 1000)
+    return f"{q}.{r:03d}"
 
 
 class TruthWriter:
@@ -50,6 +60,8 @@ class TruthWriter:
         self.incidents: list[Incident] = []
         self.gpu_seconds_by_domain: dict[str, int] = {"slurm": 0, "kubernetes": 0}
         self.allocation_rows = 0
+        # --shared-gpus: physical GPU-seconds per (day, domain, identity), exact; None: off
+        self.physical: dict[tuple[str, str, str, str, str], Fraction] | None = None
 
     def add_holder(self, h: Holder) -> None:
         if h.start >= self.w1 or h.end <= self.w0 or h.end <= h.start:
@@ -75,6 +87,18 @@ class TruthWriter:
             priced = (*key, h.node.gpu_model, h.qos)
             self.priced[priced] = self.priced.get(priced, 0) + seconds
             self.gpu_seconds_by_domain[h.domain] += seconds
+            if self.physical is not None and not h.units:  # a whole GPU is all physical
+                self.physical[key] = self.physical.get(key, Fraction(0)) + seconds
+
+    def add_physical(self, h: Holder, segments: tuple[tuple[int, int, Fraction], ...]) -> None:
+        """A shared holder's physical share, ``[lo, hi)`` at a share each, per UTC day."""
+        if self.physical is None or not h.charged:
+            return
+        for lo, hi, share in segments:
+            for day, a, b in days_in(max(lo, self.w0), min(hi, self.w1)):
+                person, team, cc = self.resolver.resolve(h.owner, day)
+                key = (day.isoformat(), h.domain, person, team, cc)
+                self.physical[key] = self.physical.get(key, Fraction(0)) + share * (b - a)
 
     def add_incident(self, incident: Incident) -> None:
         start, end = max(incident.start, self.w0), min(incident.end, self.w1)
@@ -125,6 +149,12 @@ class TruthWriter:
             out.writerow(PRICED_COLUMNS)
             for key in sorted(self.priced):
                 out.writerow((*key, self.priced[key]))
+        if self.physical is not None:
+            with open_output(self.dir / PHYSICAL_FILE, compress=False) as fh:
+                out = csv.writer(fh, lineterminator="\n")
+                out.writerow(PHYSICAL_COLUMNS)
+                for key in sorted(self.physical):
+                    out.writerow((*key, milli_text(self.physical[key])))
         with open_output(self.dir / "incidents.csv", compress=False) as fh:
             out = csv.writer(fh, lineterminator="\n")
             out.writerow(INCIDENT_COLUMNS)

@@ -7,10 +7,14 @@ Identities are fixed (they do not grow with ``--nodes``); the inventory does.
 import math
 from dataclasses import dataclass
 from datetime import date
+from typing import TYPE_CHECKING
 
 from simulator.config import SimConfig
 from simulator.rng import gpu_uuid
 from simulator.timefmt import add_days
+
+if TYPE_CHECKING:
+    from simulator.sharing_world import SharingWorld
 
 GPU_MODEL_NAMES = {"a100": "NVIDIA A100-SXM4-80GB", "h100": "NVIDIA H100 80GB HBM3"}
 KUEUE_FLAVORS = {"a100": "a100-80gb", "h100": "h100-80gb"}
@@ -135,6 +139,7 @@ class World:
     rate_rows: tuple[RateRow, ...]
     cluster_queues: tuple[ClusterQueue, ...]
     identity_change_day: date | None  # the day erin's mapping changes (inside the window)
+    sharing: "SharingWorld | None" = None  # --shared-gpus: the shared-GPU nodes
 
     def node(self, name: str) -> Node:
         for node in self.nodes:
@@ -245,6 +250,8 @@ def build_cluster_queues(nodes: tuple[Node, ...]) -> tuple[ClusterQueue, ...]:
 
 
 def build_world(config: SimConfig) -> World:
+    from simulator.sharing_world import build_sharing  # it builds Nodes of this module
+
     nodes = build_nodes(config)
     change = identity_change_day(config)
     return World(
@@ -254,4 +261,5 @@ def build_world(config: SimConfig) -> World:
         rate_rows=build_rate_rows(config),
         cluster_queues=build_cluster_queues(nodes),
         identity_change_day=change,
+        sharing=build_sharing(config.seed, len(nodes)) if config.shared_gpus else None,
     )

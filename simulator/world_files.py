@@ -36,7 +36,8 @@ def write_static_files(world: World, out_dir: Path) -> None:
         out = csv.writer(fh, lineterminator="\n")
         out.writerow(("node", "pool", "gpu_model", "gpu_count", "gpu_index", "gpu_uuid",
                       "slurm_partition"))
-        for n in world.nodes:
+        shared = tuple(s.node for s in world.sharing.nodes) if world.sharing else ()
+        for n in (*world.nodes, *shared):
             for i, uuid in enumerate(n.gpu_uuids):
                 out.writerow((n.name, n.pool, n.gpu_model, n.gpu_count, i, uuid,
                               n.slurm_partition))
@@ -84,6 +85,8 @@ def command_line(cfg: SimConfig, out: str) -> str:
     parts.extend(shape_flags(cfg))
     if cfg.realistic:
         parts.append("--realistic")
+    if cfg.shared_gpus:
+        parts.append("--shared-gpus")
     if cfg.kueue_snapshot_every != (3600 if cfg.realistic else 0):
         parts.append(f"--kueue-snapshot-every {cfg.kueue_snapshot_every // 60}")
     if cfg.site_db != SimConfig.site_db:
@@ -162,7 +165,8 @@ def realistic_block(world: World, irr: Irregularities,
 
 def write_world_json(world: World, irr: Irregularities, plantings: Plantings,
                      summary: dict[str, object], out_dir: Path,
-                     layouts: dict[str, int] | None = None) -> None:
+                     layouts: dict[str, int] | None = None,
+                     shared_gpus: dict[str, object] | None = None) -> None:
     """world.json: the config, window, inventory, queues, planted faults and decoys,
     conventions, the commands the dumps stand for, and the run's summary."""
     cfg = world.config
@@ -278,5 +282,7 @@ def write_world_json(world: World, irr: Irregularities, plantings: Plantings,
         doc["real_shapes"] = _real_shapes(world, layouts or {})
     if cfg.realistic:  # absent otherwise, like real_shapes
         doc["realistic"] = realistic_block(world, irr, plantings)
+    if shared_gpus is not None:  # --shared-gpus, absent otherwise
+        doc["shared_gpus"] = shared_gpus
     with open_output(out_dir / "world.json", compress=False) as fh:
         fh.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

@@ -1,5 +1,10 @@
 """Pod GPU allocation intervals and node GPU capacity from kube-state-metrics raw samples.
 
+Every GPU-like resource is read (whole GPUs, MIG instances, time-slicing/MPS replicas:
+``connectors/gpu_sharing.py``), one interval per pod key *and* resource; ``sharing`` and
+``slice_profile`` follow the node's labels in force (``ksm_sharing.py``, docs/kubernetes.md
+"Shared GPUs").
+
 Allocation = what the scheduler gave a pod, not what it used: the pod's *effective* GPU request
 (ksm_pods.py: ``max(max(init containers), sum(containers) + sum(sidecars))``, a container's limit
 standing in for a missing request), counted only at samples where
@@ -47,6 +52,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from connectors.gpu_sharing import DEFAULT_NAMES, SharingNames, k8s_resource_pattern
 from connectors.kubernetes.ksm_attributes import (
     CLUSTER_QUEUE_LABEL,
     KUEUE_QUEUE_LABELS,
@@ -70,6 +76,7 @@ from connectors.kubernetes.ksm_pods import (
     reject_bad_values,
     sidecars,
 )
+from connectors.kubernetes.ksm_sharing import classify, node_labels
 from connectors.kubernetes.prometheus import MetricsSource, utc_naive
 from connectors.kubernetes.records import (
     NODE_GPU_CAPACITY_SCHEMA,
@@ -217,11 +224,14 @@ def pod_gpu_allocations(
     end: datetime,
     *,
     scrape_interval: timedelta | None = None,
-    resource: str = GPU_RESOURCE,
+    names: SharingNames = DEFAULT_NAMES,
     notes: list[str] | None = None,
     rejects: list[pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
-    """One row per GPU allocation interval per pod key (``POD_GPU_ALLOCATION_SCHEMA``).
+    """One row per GPU allocation interval per pod key and GPU-like resource
+    (``POD_GPU_ALLOCATION_SCHEMA``): whole GPUs, MIG instances, time-slicing or MPS replicas
+    (``gpu_resource``, ``sharing``, ``slice_profile``; ksm_sharing.py decides by the node's
+    labels in force at each sample; `names`: the site's replica resource names).
 
     See the module docstring for the rules and the interval convention. Missing optional metrics
     (service account, labels, owner) leave their columns null and are reported through
@@ -231,7 +241,7 @@ def pod_gpu_allocations(
     q0, q1 = read_window(start, end, scrape_interval)
     found: list[str] = []
     try:
-        out = _pod_allocations(source, start, end, q0, q1, scrape_interval, resource, found,
+        out = _pod_allocations(source, start, end, q0, q1, scrape_interval, names, found,
                                rejects)
     finally:
         for text in dict.fromkeys(found):
@@ -240,10 +250,10 @@ def pod_gpu_allocations(
 
 
 def _pod_allocations(source: MetricsSource, start: datetime, end: datetime, q0: datetime,
-                     q1: datetime, scrape_interval: timedelta | None, resource: str,
+                     q1: datetime, scrape_interval: timedelta | None, names: SharingNames,
                      found: list[str], rejects: list[pl.DataFrame] | None) -> pl.DataFrame:
-    match = f'{{resource="{resource}"}}'
-    samples = read_gpu_samples(source, q0, q1, resource, rejects)
+    match = f'{{resource=~"{k8s_resource_pattern(names)}"}}'
+    samples = read_gpu_samples(source, q0, q1, rejects, names)
     if samples.rows.height == 0:
         found.append(f"kube_pod_container_resource_requests/limits{match} (and the init "
                      f"containers'): no samples in [{q0}, {q1}); no pod holds GPUs there")
@@ -270,6 +280,7 @@ def _pod_allocations(source: MetricsSource, start: datetime, end: datetime, q0: 
     lost = pods.filter(pl.col("running").fill_null(False) & pl.col("node").is_null()
                        & (pl.col("gpus") > 0)).select(pl.col("uid").alias("_key"), "ts")
     keep_rejects(rejects, rows.join(lost, on=["_key", "ts"], how="semi"), COMPONENT, NO_NODE)
+    pods = classify(pods, node_labels(source, q0, q1, rejects), names)
 
     if scrape_interval is None:
         intervals = infer_intervals(pods, ["uid"])
@@ -289,7 +300,8 @@ def _pod_allocations(source: MetricsSource, start: datetime, end: datetime, q0: 
     )
     attrs = pod_attributes(source, runs.select("uid", "namespace"), q0, q1, found)
     out = runs.join(attrs, on="uid", how="left")
-    return conform(out, POD_GPU_ALLOCATION_SCHEMA).sort(["namespace", "pod", "uid", "start_ts"])
+    return conform(out, POD_GPU_ALLOCATION_SCHEMA).sort(
+        ["namespace", "pod", "uid", "gpu_resource", "start_ts"])
 
 # --------------------------------------------------------------------------- nodes
 

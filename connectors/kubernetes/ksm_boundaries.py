@@ -65,23 +65,29 @@ def exact_times(frame: pl.DataFrame, how: str) -> pl.DataFrame:
     return out.select("uid", _from_unix(pl.col("v")).alias("exact"))
 
 
+#: a pod's GPU-like resources are intervals of their own (a pod holding a whole GPU and a MIG
+#: instance has two rows); the exact start/completion times are the pod's, for each of them
+KEY = ["uid", "gpu_resource"]
+#: a change of any of these starts a new interval (a node relabelled from whole GPUs to MIG)
+VALUES = ["namespace", "pod", "node", "gpus", "sharing", "slice_profile"]
+
+
 def _runs(held: pl.DataFrame, start: datetime, end: datetime) -> pl.DataFrame:
-    values = ["namespace", "pod", "node", "gpus"]
-    s = held.sort(["uid", "ts"])
-    prev = pl.col("ts").shift(1).over("uid")
+    s = held.sort([*KEY, "ts"])
+    prev = pl.col("ts").shift(1).over(KEY)
     brk = prev.is_null() | ((pl.col("ts") - prev) > pl.col("interval") * 2)
-    for c in values:
-        brk = brk | pl.col(c).ne_missing(pl.col(c).shift(1).over("uid"))
+    for c in VALUES:
+        brk = brk | pl.col(c).ne_missing(pl.col(c).shift(1).over(KEY))
     s = s.with_columns(run=brk.cum_sum())
     inside = (pl.col("ts") >= start) & (pl.col("ts") < end)
     runs = s.group_by("run", maintain_order=True).agg(
-        pl.col("uid").first(), *[pl.col(c).first() for c in values],
+        *[pl.col(c).first() for c in (*KEY, *VALUES)],
         pl.col("ts").min().alias("first"), pl.col("ts").max().alias("last"),
         pl.col("interval").last(), inside.sum().cast(pl.Int64).alias("samples"),
     )
     return runs.with_columns(
-        is_first=pl.col("run") == pl.col("run").min().over("uid"),
-        is_last=pl.col("run") == pl.col("run").max().over("uid"),
+        is_first=pl.col("run") == pl.col("run").min().over(KEY),
+        is_last=pl.col("run") == pl.col("run").max().over(KEY),
     )
 
 
@@ -125,7 +131,8 @@ def _shared_grid_ends(runs: pl.DataFrame) -> pl.DataFrame:
 def pod_intervals(samples: pl.DataFrame, intervals: pl.DataFrame, starts: pl.DataFrame,
                   completions: pl.DataFrame, start: datetime, end: datetime,
                   notes: list[str]) -> pl.DataFrame:
-    """Allocation rows from pod samples (uid, ts, namespace, pod, node, gpus, running).
+    """Allocation rows from pod samples (uid, gpu_resource, ts, namespace, pod, node, gpus,
+    sharing, slice_profile, running).
 
     `intervals`: uid -> interval (Δ); `starts` / `completions`: uid -> exact (``exact_times``).
     Returns uid, namespace, pod, node, gpus, start_ts, end_ts, samples, scrape_interval_s,
@@ -173,8 +180,8 @@ def pod_intervals(samples: pl.DataFrame, intervals: pl.DataFrame, starts: pl.Dat
         .otherwise(pl.col("end_source")),
         scrape_interval_s=d.dt.total_microseconds() / _US,
     ).filter(pl.col("end_ts") > pl.col("start_ts"))
-    return out.select("uid", "namespace", "pod", "node", "gpus", "start_ts", "end_ts",
-                      "samples", "scrape_interval_s", "start_source", "end_source")
+    return out.select(*KEY, *VALUES, "start_ts", "end_ts", "samples", "scrape_interval_s",
+                      "start_source", "end_source")
 
 
 def _report(runs: pl.DataFrame, start_why: dict, end_why: dict, start: datetime,

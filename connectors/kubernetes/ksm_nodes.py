@@ -9,9 +9,13 @@
   nvidia.com/gpu.replicas]``); without them the model is '' and the count is the capacity.
 
 The count is GFD's physical ``gpu.count`` when present: with time-slicing the capacity counts
-replicas (4 GPUs x 4 replicas = capacity 16). The model is the product shortened to what a rate
-card names (``NVIDIA-A100-SXM4-80GB`` -> ``a100``, ``NVIDIA-H100-80GB-HBM3`` -> ``h100``); the
-product is kept as read. For each node the latest sample in ``[at - lookback, at)`` counts.
+replicas (4 GPUs x 4 replicas = capacity 16). With the MIG single strategy both count MIG
+devices, so the physical GPUs are derived from the profile (``_single_strategy_gpus``).
+The model is the product shortened to what a rate card names (``NVIDIA-A100-SXM4-80GB`` ->
+``a100``, ``NVIDIA-H100-80GB-HBM3`` -> ``h100``); the product is kept as read. For each node
+the latest sample in ``[at - lookback, at)`` counts.
+A node whose ``nvidia_com_gpu`` capacity is 0 but whose ``gpu.count`` is not (MIG mixed
+strategy, renamed replicas) is listed with that count.
 Samples that cannot be used (no node label, NaN, a fraction, a count label that is not a
 number) are rejects (``SAMPLE_REJECT_SCHEMA``), never dropped.
 
@@ -23,6 +27,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from connectors.gpu_sharing import gpu_slices, mig_profile_from_product
 from connectors.kubernetes.ksm_labels import with_workload
 from connectors.kubernetes.ksm_pods import reject_bad_values
 from connectors.kubernetes.prometheus import MetricsSource, utc_naive
@@ -111,7 +116,9 @@ def ksm_node_inventory(
         cap = cap.with_columns(product=pl.lit(None, pl.String),
                                label_count=pl.lit(None, pl.Int32),
                                replicas=pl.lit(None, pl.Int32))
-    out = cap.filter(pl.col("capacity") > 0).select(
+    # nvidia_com_gpu 0 but GFD counts GPUs: they are handed out under other names (MIG mixed
+    # strategy instances, renamed replicas such as nvidia_com_gpu_shared; ksm_slices.py)
+    out = cap.filter((pl.col("capacity") > 0) | (pl.col("label_count").fill_null(0) > 0)).select(
         pl.col("_node").alias("node"),
         pl.col("product").map_elements(short_model, return_dtype=pl.String)
         .fill_null("").alias("gpu_model"),
@@ -124,4 +131,22 @@ def ksm_node_inventory(
         pl.col("product").fill_null("").str.contains("(?i)-MIG-").alias("mig"),
         "observed_at",
     )
-    return out.sort("node")
+    return _single_strategy_gpus(out).sort("node")
+
+
+def _single_strategy_gpus(out: pl.DataFrame) -> pl.DataFrame:
+    """MIG single strategy (product ``…-MIG-1g.10gb``): capacity and GFD's overridden
+    ``gpu.count`` both count MIG devices; the physical GPUs are devices / devices per GPU
+    (every GPU split alike, as that strategy requires; ksm_slices.py), rounded up."""
+    per_gpu: dict[str, int] = {}
+    for product in out.filter(pl.col("mig"))["gpu_product"].unique().to_list():
+        profile = mig_profile_from_product(product)
+        if profile is not None:
+            slices = int(profile.split("g.", 1)[0])
+            per_gpu[product] = max(gpu_slices(short_model(product)) // slices, 1)
+    if not per_gpu:
+        return out
+    per = pl.col("gpu_product").replace_strict(per_gpu, default=None, return_dtype=pl.Int32)
+    return out.with_columns(
+        pl.when(per.is_not_null()).then((pl.col("capacity_gpus") + per - 1) // per)
+        .otherwise(pl.col("gpu_count")).cast(pl.Int32).alias("gpu_count"))

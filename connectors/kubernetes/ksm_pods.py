@@ -26,6 +26,12 @@ from datetime import datetime
 
 import polars as pl
 
+from connectors.gpu_sharing import (
+    DEFAULT_NAMES,
+    SharingNames,
+    k8s_resource,
+    k8s_resource_pattern,
+)
 from connectors.kubernetes.ksm_keys import CREATED_METRIC, attach_keys, read_by_pods, read_keys
 from connectors.kubernetes.ksm_labels import node_target_jobs, with_workload
 from connectors.kubernetes.prometheus import MetricsSource
@@ -76,14 +82,23 @@ class GpuSamples:
     synthetic: int  # pods keyed by namespace/pod@created
 
 
-def read_gpu_samples(source: MetricsSource, q0: datetime, q1: datetime, resource: str,
-                     rejects: list[pl.DataFrame] | None) -> GpuSamples:
-    """Read the four GPU request/limit metrics, key every sample, reject what cannot be used."""
+def read_gpu_samples(source: MetricsSource, q0: datetime, q1: datetime,
+                     rejects: list[pl.DataFrame] | None,
+                     names: SharingNames = DEFAULT_NAMES) -> GpuSamples:
+    """Read the four request/limit metrics of every GPU-like resource (``k8s_resource``: whole
+    GPUs, MIG instances, renamed replicas), key every sample, reject what cannot be used.
+    ``_resource`` is the KSM resource name; a pod holding two of them has rows for each."""
     parts = []
+    pattern = k8s_resource_pattern(names)
     for metric, kind, what in GPU_METRICS:
-        frame = source.raw_samples(f'{metric}{{resource="{resource}"}}', q0, q1)
+        frame = source.raw_samples(f'{metric}{{resource=~"{pattern}"}}', q0, q1)
+        if frame.height and "resource" in frame.columns:
+            known = [r for r in frame["resource"].unique().to_list()
+                     if r is not None and k8s_resource(r, names) is not None]
+            frame = frame.filter(pl.col("resource").is_in(known))
         if frame.height:
-            parts.append(frame.with_columns(_kind=pl.lit(kind), _what=pl.lit(what)))
+            parts.append(frame.with_columns(_kind=pl.lit(kind), _what=pl.lit(what),
+                                            _resource=pl.col("resource")))
     if not parts:
         return GpuSamples(pl.DataFrame(), set(), 0)
     raw = with_workload(pl.concat(parts, how="diagonal_relaxed"))
@@ -104,7 +119,7 @@ def read_gpu_samples(source: MetricsSource, q0: datetime, q1: datetime, resource
 
     bad = reject_bad_values(raw, rejects, COMPONENT)
     # an immutable request: a rejected value takes the container's value at its other samples
-    series = ["_key", "_kind", "_container", "_what"]
+    series = ["_key", "_resource", "_kind", "_container", "_what"]
     raw = raw.with_columns(value=pl.when(bad).then(None).otherwise(pl.col("value"))).sort(
         [*series, "ts"]
     ).with_columns(pl.col("value").forward_fill().backward_fill().over(series))
@@ -130,26 +145,27 @@ def sidecars(source: MetricsSource, keys: list[str], q0: datetime, q1: datetime,
 
 
 def effective_gpus(samples: GpuSamples, side: pl.DataFrame) -> pl.DataFrame:
-    """(uid = key, ts) -> namespace, pod, node, gpus (the pod's effective request).
+    """(uid = key, gpu_resource, ts) -> namespace, pod, node, gpus (the pod's effective
+    request of that resource: each resource is counted by the scheduler on its own).
 
     `node` is null where the pod is not bound (see ``with_workload`` for the exported shape).
     """
     rows = with_workload(samples.rows, node_jobs=samples.node_jobs)
     rows = rows.filter(pl.col("value").is_not_null())
-    key = ["_key", "_kind", "_container", "ts"]
+    key = ["_key", "_resource", "_kind", "_container", "ts"]
     per = rows.group_by([*key, "_what"]).agg(
         pl.col("value").max(), pl.col("_node").drop_nulls().max(),
         pl.col("_ns").first(), pl.col("_pod").first(),
     )
     # the request, or the limit where the container has no request at that scrape
-    per = per.sort([*key, "_what"], descending=[False, False, False, False, True]).group_by(
+    per = per.sort([*key, "_what"], descending=[*[False] * len(key), True]).group_by(
         key, maintain_order=True).first()
     side = side.with_columns(_sidecar=pl.lit(True))
     per = per.join(side, on=["_key", "_container"], how="left").with_columns(
         pl.col("_sidecar").fill_null(False) & (pl.col("_kind") == "init")
     )
     regular_init = (pl.col("_kind") == "init") & ~pl.col("_sidecar")
-    pods = per.group_by(["_key", "ts"]).agg(
+    pods = per.group_by(["_key", "_resource", "ts"]).agg(
         pl.col("_ns").drop_nulls().first().alias("namespace"),
         pl.col("_pod").drop_nulls().first().alias("pod"),
         pl.col("_node").drop_nulls().max().alias("node"),
@@ -159,4 +175,4 @@ def effective_gpus(samples: GpuSamples, side: pl.DataFrame) -> pl.DataFrame:
     return pods.with_columns(
         gpus=pl.max_horizontal(pl.col("_running_sum"), pl.col("_init_max").fill_null(0))
         .round().cast(pl.Int64),
-    ).drop("_running_sum", "_init_max").rename({"_key": "uid"})
+    ).drop("_running_sum", "_init_max").rename({"_key": "uid", "_resource": "gpu_resource"})

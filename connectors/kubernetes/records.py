@@ -52,6 +52,12 @@ POD_GPU_ALLOCATION_SCHEMA = {
     # window (clipped to the read window; the pod ran on beyond it)
     "start_source": pl.String,
     "end_source": pl.String,
+    # docs/shared-gpus.md: the KSM resource (nvidia_com_gpu, nvidia_com_mig_1g_10gb, ...), its
+    # sharing mode (mig, time_slicing, mps; null: whole GPUs) and MIG profile (1g.10gb);
+    # gpus = the request of that resource (instances, replicas)
+    "gpu_resource": pl.String,
+    "sharing": pl.String,
+    "slice_profile": pl.String,
 }
 
 NODE_GPU_CAPACITY_SCHEMA = {

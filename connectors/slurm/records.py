@@ -49,6 +49,9 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
     "alloc_tres": pl.String(),
     "alloc_gpus": pl.Int64(),  # gres/gpu= (typed keys summed only when no untyped key)
     "alloc_gpu_types": GPU_TYPES_DTYPE,  # [{model: "a100", gpus: 1}] from gres/gpu:TYPE=N
+    # shared GPUs (docs/shared-gpus.md): gres/shard=N, gres/mps=N; null when absent
+    "alloc_shards": pl.Int64(),
+    "alloc_mps": pl.Int64(),
     "alloc_mem_bytes": pl.Int64(),
     "alloc_billing": pl.Int64(),
     "req_tres": pl.String(),
@@ -106,6 +109,10 @@ NODE_ALLOCATIONS_SCHEMA: dict[str, pl.DataType] = {
     "start": TS,
     "end": TS,
     "gpus_source": pl.String(),  # single_node (exact) | even_split (estimated), see parse.py
+    # shared GPUs (docs/shared-gpus.md): mig, shard or mps (null: whole GPUs) and the MIG
+    # profile (1g.10gb); ``gpus`` then counts MIG instances, shards or MPS units
+    "sharing": pl.String(),
+    "slice_profile": pl.String(),
 }
 
 #: ``sreport -P -t seconds -T … cluster utilization``: one row per (cluster, TRES).
@@ -147,6 +154,11 @@ SCONTROL_GPU_INDICES_SCHEMA: dict[str, pl.DataType] = {
     "node": pl.String(),
     "gpu_index": pl.Int64(),  # Slurm's GRES index on the node (IDX:…)
     "gpu_model": pl.String(),  # the GRES type (gpu:a100:2 → a100); null when untyped
+    # shared GPUs (docs/shared-gpus.md): mig (gpu_index is the MIG instance's GRES index), mps
+    # (gpu_index is the GPU's); null: a whole GPU. units: instances (1) or MPS units held there
+    "sharing": pl.String(),
+    "slice_profile": pl.String(),
+    "units": pl.Int64(),
     "start": TS,
     "end": TS,  # null unless the job has ended (a running job's EndTime is its time limit)
     "state": pl.String(),  # JobState: RUNNING, COMPLETING, …

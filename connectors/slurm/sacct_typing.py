@@ -124,7 +124,8 @@ def typed_fields(raw: pl.DataFrame, present: set[str], timezone: str
             t = tres_exprs("_k")
             cols = [t.gpus.alias(f"{prefix}_gpus"), t.mem_bytes.alias(f"{prefix}_mem_bytes")]
             if prefix == "alloc":
-                cols += [t.gpu_types.alias("alloc_gpu_types"), t.billing.alias("alloc_billing")]
+                cols += [t.gpu_types.alias("alloc_gpu_types"), t.billing.alias("alloc_billing"),
+                         t.shards.alias("alloc_shards"), t.mps.alias("alloc_mps")]
             return f.select("_k", *cols, t.bad.fill_null(False).alias(f"_bad_{field_name}"))
         return build
 

@@ -15,7 +15,13 @@ nodes with the same allocation (``src/api/job_info.c``; real 22.05 output in
 - ``Nodes=`` is a hostlist: every node of ``gpu-[01-02]`` got the same indices.
 - ``GRES=`` lists the job's GRES on those nodes, comma separated: ``gpu:a100:2(IDX:0-1,4)``,
   ``gpu:2(IDX:0-1)`` (untyped), ``gpu:a100(CNT:2)`` (a count without indices: no row); other GRES
-  (``shard``, ``mps``, ``gpumem``, …) are ignored. Older releases' ``GRES_IDX=`` is read too.
+  (``gpumem``, …) are ignored. Older releases' ``GRES_IDX=`` is read too.
+- Shared GPUs (docs/shared-gpus.md; real 22.05 output of MIG, shard and MPS jobs in
+  ``tests/fixtures/slurm/sharing/``): a MIG-typed ``gpu:1g.10gb:2(IDX:0-1)`` gives rows with
+  ``sharing`` ``mig`` and the profile, the index being the MIG instance's GRES index (not the
+  physical GPU's); on a node with several types an untyped job shows the others as
+  ``gpu:a100_3g.20gb:0(IDX:)`` (none). ``mps:50(IDX:0)``: 50 MPS units on GPU 0. ``shard(CNT:2)``:
+  22.05 does not say which GPU the shards are on, so no row.
 - Line 1: ``JobId=`` (sacct's JobIDRaw), then ``ArrayJobId=``/``ArrayTaskId=`` (sacct's JobID
   ``A_T``) or ``HetJobId=``/``HetJobOffset=`` (``H+O``), then ``JobName=`` (free text, ignored).
 - Times: epoch seconds under ``SLURM_TIME_FORMAT=%s`` (the live command), else naive local time
@@ -39,6 +45,7 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 
 from connectors.errors import Reject
+from connectors.gpu_sharing import MIG, MPS, slurm_gpu_type
 from connectors.slurm.commands import CommandRunner
 from connectors.slurm.fields import SACCT_ENVIRONMENT
 from connectors.slurm.hostlist import HostlistError, expand_hostlist
@@ -69,6 +76,10 @@ _DURATION = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
 _INT = re.compile(r"^\d+$")
 _TASK_RANGE = re.compile(r"^[0-9,\-]+(?:%\d+)?$")  # 22.05 prints a pending rest as 0-3%2
 MAX_GPU_INDEX = 4096  # a node with more GPUs than this is a typo in the input, not a node
+#: (GPU index, model, sharing, MIG profile, units) one job holds on a node
+_Held = tuple[int, str | None, str | None, str | None, int | None]
+#: (line, node, *_Held)
+_Gpu = tuple[int, str, int, str | None, str | None, str | None, int | None]
 
 
 class _BadBlock(Exception):
@@ -104,8 +115,9 @@ class _Job:
     end_text: str | None = None
     time_line: tuple[int, str] = (0, "")
     run_seconds: int | None = None
-    #: (line, node, GPU index, model) of every GPU the node lines name
-    gpus: list[tuple[int, str, int, str | None]] = field(default_factory=list)
+    #: (line, node, GPU index, model, sharing, MIG profile, units) of every GPU the node
+    #: lines name
+    gpus: list[_Gpu] = field(default_factory=list)
 
 
 def scontrol_command() -> list[str]:
@@ -156,10 +168,10 @@ def parse_scontrol_jobs(text: str, *, source_file: str, timezone: str = "UTC",
     timed = _with_times(jobs, timezone, source_file, rejects)
     when = _utc_naive(observed_at) if observed_at is not None else _snapshot_time(timed)
     rows = [
-        (job.job_id, job.job_id_raw, node, index, model, start,
+        (job.job_id, job.job_id_raw, node, index, model, sharing, profile, units, start,
          end if job.state in FINISHED_STATES else None, job.state, when, source_file, line_no)
         for job, start, end in timed
-        for line_no, node, index, model in job.gpus
+        for line_no, node, index, model, sharing, profile, units in job.gpus
     ]  # fmt: skip
     frame = pl.DataFrame(rows, schema=SCONTROL_GPU_INDICES_SCHEMA, orient="row")
     rejects.sort(key=lambda r: r.line_no)
@@ -266,8 +278,9 @@ def _duration(text: str) -> int | None:
     return ((d * 24 + h) * 60 + mi) * 60 + s
 
 
-def _node_line(no: int, line: str, stripped: str) -> list[tuple[int, str, int, str | None]]:
-    """(line, node, index, model) for the GPUs of one ``Nodes=… GRES=…`` line."""
+def _node_line(no: int, line: str, stripped: str) -> list[_Gpu]:
+    """(line, node, index, model, sharing, profile, units) for the GPUs of one ``Nodes=…
+    GRES=…`` line."""
     m = _NODE_LINE.match(stripped)
     if m is None:
         raise _BadBlock(no, "Nodes", "expected '  Nodes=HOSTLIST CPU_IDs=… Mem=… GRES=…', "
@@ -284,7 +297,7 @@ def _node_line(no: int, line: str, stripped: str) -> list[tuple[int, str, int, s
     if not nodes:
         raise _BadBlock(no, "Nodes", "expected the nodes holding the GPUs, found "
                         f"{m.group('nodes')!r}", line)  # fmt: skip
-    return [(no, node, index, model) for node in nodes for index, model in indices]
+    return [(no, node, *held) for node in nodes for held in indices]
 
 
 def _split_entries(gres: str) -> list[str]:
@@ -301,28 +314,44 @@ def _split_entries(gres: str) -> list[str]:
     return entries
 
 
-def _gpu_indices(no: int, line: str, gres: str, key: str) -> list[tuple[int, str | None]]:
-    """(index, model) of the ``gpu`` entries of a GRES value; other GRES are skipped."""
+def _gpu_indices(no: int, line: str, gres: str, key: str) -> list[_Held]:
+    """(index, model, sharing, profile, units) of the ``gpu`` and ``mps`` entries of a GRES
+    value (docs/shared-gpus.md): a MIG-typed ``gpu:1g.10gb:1(IDX:3)`` is MIG instance 3 (its
+    GRES index), ``mps:50(IDX:0)`` 50 MPS units on GPU 0. Other GRES are skipped, and so are
+    shards: 22.05 prints them without a GPU (``shard(CNT:2)``)."""
     if gres in ("", "(null)", "N/A"):
         return []
-    found: dict[int, str | None] = {}
+    found: dict[int, _Held] = {}
     for entry in _split_entries(gres):
         m = _GRES_ENTRY.match(entry)
         if m is None:
             raise _BadBlock(no, key, "expected GRES entries like gpu:a100:2(IDX:0-1), found "
                             f"{entry!r} in {gres!r}", line)  # fmt: skip
-        if m.group("name") != "gpu" or m.group("kind") != "IDX" or m.group("spec") == "N/A":
+        name = m.group("name")
+        if name not in ("gpu", MPS) or m.group("kind") != "IDX" or m.group("spec") == "N/A":
             # another GRES, or GPUs without indices (CNT:, or IDX:N/A when none is bound):
             # nothing to place, and no count to check against
             continue
         model, count = _type_and_count(m.group("mid"))
+        if count == 0 and m.group("spec") == "":
+            continue  # 22.05 on a MIG node: gpu:a100_3g.20gb:0(IDX:) = none of that type
         indices = _index_list(no, line, m.group("spec"), entry, key)
+        if name == MPS:
+            # MPS units of one GPU (Slurm gives a job one MPS GPU per node); over several the
+            # split is not printed
+            units = count if len(indices) == 1 else None
+            for index in indices:
+                found.setdefault(index, (index, None, MPS, None, units))
+            continue
         if count is not None and count != len(indices):
             raise _BadBlock(no, key, f"expected {count} GPU indices in {entry!r}, found "
                             f"{len(indices)}", line)  # fmt: skip
+        meaning = slurm_gpu_type(model) if model else None
+        mig = meaning is not None and meaning.sharing == MIG
         for index in indices:
-            found.setdefault(index, model)
-    return sorted(found.items())
+            found.setdefault(index, (index, model, MIG if mig else None,
+                                     meaning.slice_profile if mig and meaning else None, 1))
+    return [found[i] for i in sorted(found)]
 
 
 def _type_and_count(mid: str | None) -> tuple[str | None, int | None]:

@@ -17,12 +17,15 @@ Sources of the shapes: the suite's real Slurm 22.05 (tests/slurm_real), Slurm 25
 types ``nvidia_h100_80gb_hbm3_4g.40gb`` (stackhpc/ansible-slurm-appliance PR #656).
 """
 
+import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 import polars as pl
 
 from connectors.errors import Reject
+from connectors.gpu_sharing import MIG, MPS, SHARD, gpu_slices, slurm_gpu_type
 
 REJECT_SOURCE = "scontrol_nodes"
 # `scontrol -o show node`: every node, one line each
@@ -178,3 +181,60 @@ def parse_scontrol_nodes(text: str, *, source_file: str = "scontrol -o show node
             })
     frame = pl.DataFrame(rows, schema=NODE_SCHEMA) if rows else pl.DataFrame(schema=NODE_SCHEMA)
     return frame, rejects
+
+
+#: Shared GPUs of a node from its ``Gres=`` (docs/shared-gpus.md): one row per (node, sharing,
+#: MIG profile), the columns of ``node_gpu_slices``.
+SLURM_SLICE_SCHEMA = {
+    "node": pl.String,
+    "sharing": pl.String,  # mig, shard, mps
+    "slice_profile": pl.String,  # MIG profile (1g.10gb); null otherwise
+    "units": pl.Int32,  # MIG instances of the profile, shards, MPS units on the node
+    "physical_gpus": pl.Int32,
+    "units_per_gpu": pl.Int32,  # shards / MPS units per GPU; MIG: the profile's compute slices
+    "gpu_slices": pl.Int32,  # MIG: compute slices per physical GPU (7; 4 on an A30)
+    "mig_config": pl.String,  # Slurm has none: null
+}
+
+
+def node_slices(nodes: pl.DataFrame) -> pl.DataFrame:
+    """The shared GPUs of the nodes :func:`parse_scontrol_nodes` read, from their ``Gres``.
+
+    - ``gpu:1g.10gb:7`` (a type naming a MIG profile, ``connectors.gpu_sharing``): 7 instances.
+      Slurm does not say how many physical GPUs they are cut from: ``physical_gpus`` is the
+      fewest GPUs the node's MIG instances fit on (their compute slices over the GPU's 7, or 4
+      on an A30, rounded up: 7 x 1g + 2 x 3g = 13 slices -> 2 GPUs), plus its whole GPUs.
+    - ``shard:8`` / ``mps:200``: shards / MPS units over the node's whole (non-MIG) GPUs, which
+      gres.conf must name as their ``File``: ``units_per_gpu`` = units / GPUs (8 over 2 -> 4).
+    """
+    rows: list[dict[str, object]] = []
+    for node, gres_text in nodes.select("node", "gres").unique(maintain_order=True).iter_rows():
+        gres = parse_gres(gres_text or "")
+        whole = 0
+        mig: dict[str, list] = {}  # profile -> [instances, model]
+        shared: dict[str, int] = {}
+        for g in gres:
+            if g.name == "gpu":
+                s = slurm_gpu_type(g.type) if g.type else None
+                if s is not None and s.sharing == MIG and s.slice_profile:
+                    entry = mig.setdefault(s.slice_profile, [0, s.model])
+                    entry[0] += g.count
+                else:
+                    whole += g.count
+            elif g.name in (SHARD, MPS):
+                shared[g.name] = shared.get(g.name, 0) + g.count
+        used = sum((Fraction(count * int(profile.split("g.", 1)[0]), gpu_slices(model))
+                    for profile, (count, model) in mig.items()), Fraction(0))
+        physical = whole + math.ceil(used)
+        for profile, (count, model) in mig.items():
+            rows.append({"node": node, "sharing": MIG, "slice_profile": profile, "units": count,
+                         "physical_gpus": physical,
+                         "units_per_gpu": int(profile.split("g.", 1)[0]),
+                         "gpu_slices": gpu_slices(model), "mig_config": None})
+        for mode, units in shared.items():
+            rows.append({"node": node, "sharing": mode, "slice_profile": None, "units": units,
+                         "physical_gpus": whole,
+                         "units_per_gpu": units // whole if whole else None,
+                         "gpu_slices": None, "mig_config": None})
+    return pl.DataFrame(rows, schema=SLURM_SLICE_SCHEMA) if rows else pl.DataFrame(
+        schema=SLURM_SLICE_SCHEMA)

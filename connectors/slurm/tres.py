@@ -5,8 +5,12 @@
 - the GPU count is the **untyped** ``gres/gpu=N``. Typed keys ``gres/gpu:TYPE=N`` repeat the same
   GPUs by model and are never added on top. Only when no untyped key exists are the typed ones
   summed (a DB that tracks only typed TRES);
-- ``gres/gpumem`` and ``gres/gpuutil`` (and ``gres/shard``) are not GPUs;
-- the typed keys give the model(s): ``alloc_gpu_types`` = ``[{model: "a100", gpus: 1}]``;
+- ``gres/gpumem`` and ``gres/gpuutil`` (and ``gres/shard``, ``gres/mps``) are not GPUs;
+- the typed keys give the model(s): ``alloc_gpu_types`` = ``[{model: "a100", gpus: 1}]``; every
+  typed key is kept, a MIG profile type too (``gres/gpu:1g.10gb=2``: ``model`` ``1g.10gb``, two
+  MIG instances; what a type means is ``connectors.gpu_sharing.slurm_gpu_type``);
+- ``gres/shard=N`` and ``gres/mps=N`` are Slurm's shards and MPS units of shared GPUs
+  (docs/shared-gpus.md): ``alloc_shards``, ``alloc_mps``;
 - memory carries Slurm's 1024-based unit letters (``8G``, ``2000M``, ``204800M`` with
   ``--noconvert``, ``1.50T``); a bare number is MB (TRES memory is counted in MB). → bytes;
 - the order of the keys is not relied on.
@@ -46,6 +50,8 @@ class TresExprs:
     mem_bytes: pl.Expr
     billing: pl.Expr
     bad: pl.Expr
+    shards: pl.Expr  # gres/shard=N, null when absent
+    mps: pl.Expr  # gres/mps=N, null when absent
 
 
 def _key_int(c: pl.Expr, key: str) -> pl.Expr:
@@ -78,7 +84,7 @@ def tres_exprs(col: str) -> TresExprs:
     bad = ~c.str.contains(TRES_VALID_RE) & c.is_not_null()
     return TresExprs(
         gpus=gpus, gpu_types=gpu_types, mem_bytes=mem_bytes, billing=_key_int(c, "billing"),
-        bad=bad,
+        bad=bad, shards=_key_int(c, "gres/shard"), mps=_key_int(c, "gres/mps"),
     )
 
 

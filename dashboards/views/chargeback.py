@@ -21,9 +21,13 @@ SPLITS = {
     "GPU model": ["gpu_model"],
     "domain and GPU model": ["domain", "gpu_model"],
 }
-MEASURES = ["gpu_hours", "busy_gpu_hours", "idle_gpu_hours", "measured_gpu_hours"]
+MEASURES = ["gpu_hours", "slice_hours", "busy_gpu_hours", "idle_gpu_hours",
+            "measured_gpu_hours"]
 NUMBER_FORMATS = {
-    "gpu_hours": st.column_config.NumberColumn("GPU-hours (allocated)", format="%.2f"),
+    "gpu_hours": st.column_config.NumberColumn("GPU-hours (allocated, physical share)",
+                                               format="%.2f"),
+    # MIG instances, replicas and shards x hours (docs/shared-gpus.md); 0 for whole GPUs
+    "slice_hours": st.column_config.NumberColumn("slice-hours", format="%.2f"),
     "busy_gpu_hours": st.column_config.NumberColumn("busy GPU-hours", format="%.2f"),
     "idle_gpu_hours": st.column_config.NumberColumn("idle GPU-hours", format="%.2f"),
     "measured_gpu_hours": st.column_config.NumberColumn("measured GPU-hours", format="%.2f"),

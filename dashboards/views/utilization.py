@@ -1,4 +1,5 @@
-"""Utilization for operators: allocated and busy fractions, nodes over time, queue waits."""
+"""Utilization for operators: allocated and busy fractions, shared GPUs, nodes over time, queue
+waits."""
 
 import polars as pl
 import streamlit as st
@@ -105,6 +106,40 @@ else:
             "fractions from the ledger and the inventory are shown; busy time needs it.")
     frame = data.daily_allocated_fractions(start, end, group)
     fraction_chart(frame, {"allocated_fraction": "allocated"}, "fraction of capacity")
+
+st.subheader("Shared GPUs")
+if restricted:
+    restricted_note()
+elif not data.has_table("shared_gpu_daily"):
+    st.info("The shared-GPU summary needs `shared_gpu_daily`: run `gpuledger build`.")
+else:
+    shared = data.shared_gpus(start, end)
+    if shared.filter(pl.col("sharing") != "whole").is_empty():
+        st.caption("No MIG, time-sliced, MPS or sharded GPUs in this range: every allocation "
+                   "held whole GPUs.")
+    else:
+        physical = shared.filter(pl.col("sharing") != "whole")["estate_share"].sum()
+        st.metric("Share of charged GPU-hours on shared GPUs", f"{100 * physical:.1f} %")
+        st.dataframe(
+            shared.with_columns(pl.col(c).cast(pl.Float64) for c in (
+                "slice_hours", "physical_gpu_hours", "busy_share", "estate_share", "amount",
+                "cost_per_busy_slice_hour")),
+            hide_index=True, width="stretch", key="ut_shared",
+            column_config={
+                "slice_hours": st.column_config.NumberColumn("slice-hours", format="%.2f"),
+                "physical_gpu_hours": st.column_config.NumberColumn(
+                    "GPU-hours (physical share)", format="%.2f"),
+                "busy_share": st.column_config.NumberColumn("busy share of slices",
+                                                            format="%.3f"),
+                "estate_share": st.column_config.NumberColumn("share of GPU-hours",
+                                                              format="%.3f"),
+                "amount": st.column_config.NumberColumn("amount", format="%.2f"),
+                "cost_per_busy_slice_hour": st.column_config.NumberColumn(
+                    "cost per busy slice-hour", format="%.2f"),
+            })
+        st.caption("MIG instances are charged their compute slices over the GPU's, time-shared "
+                   "GPUs split among the holders present (docs/shared-gpus.md); 'whole' rows "
+                   "are the rest of the estate.")
 
 st.subheader("Nodes over time")
 if restricted:

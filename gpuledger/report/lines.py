@@ -35,6 +35,8 @@ class WeekData:
     adjustment_columns: tuple[str, ...] = ()
     # the week's latest close (closed_periods row), None while it is open
     close: Row | None = None
+    # shared GPUs per sharing mode and MIG profile (shared_gpu_daily), whole GPUs included
+    shared: tuple[Row, ...] = ()
 
 
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> tuple[str, ...] | None:
@@ -69,7 +71,23 @@ def read_week(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> WeekData:
     adjustment_columns = table_columns(con, "invoice_adjustments") or ()
     return WeekData(week, columns, lines, read_incidents(con, week),
                     read_unattributed_keys(con, week), read_adjustments(con, week),
-                    adjustment_columns, read_close(con, week))
+                    adjustment_columns, read_close(con, week), read_shared(con, week))
+
+
+def read_shared(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> tuple[Row, ...]:
+    """The week's GPU-time per sharing mode and MIG profile (docs/shared-gpus.md)."""
+    if table_columns(con, "shared_gpu_daily") is None:  # a snapshot from before shared GPUs
+        return ()
+    return _rows(con.execute(
+        "SELECT sharing, slice_profile, currency, sum(allocations)::BIGINT AS allocations, "
+        "sum(slice_seconds)::BIGINT AS slice_seconds, "
+        "sum(physical_gpu_seconds) AS physical_gpu_seconds, "
+        "sum(busy_slice_seconds) AS busy_slice_seconds, sum(amount) AS amount, "
+        "count(*) FILTER (WHERE amount IS NULL) AS unpriced "
+        "FROM shared_gpu_daily WHERE day >= ? AND day < ? "
+        "GROUP BY sharing, slice_profile, currency "
+        "ORDER BY sharing = 'whole', sharing, slice_profile NULLS FIRST, currency",
+        [week.monday, week.end]))
 
 
 def read_adjustments(con: duckdb.DuckDBPyConnection, week: IsoWeek) -> tuple[Row, ...]:

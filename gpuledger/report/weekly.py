@@ -13,6 +13,7 @@ from gpuledger.report import pages
 from gpuledger.report.files import replace_folder, slugs, write_csv, write_text
 from gpuledger.report.lines import USAGE_COLUMNS, WeekData, read_week
 from gpuledger.report.quality import provisional_lines, provisional_section
+from gpuledger.report.shared import shared_section
 from gpuledger.report.totals import column, group, is_incomplete, is_unattributed, total
 from gpuledger.report.weeks import IsoWeek, parse_iso_week
 
@@ -128,6 +129,7 @@ def summary_page(data: WeekData, slug: dict[str, str], when: datetime) -> str:
         "<h2>By GPU model</h2>",
         pages.totals_table("by-gpu-model", "GPU model", by_model, overall, usage),
         pages.hours_chart("GPU-hours by domain and GPU model", by_domain_model, usage),
+        shared_section(data.shared),
         pages.adjustments_section(data.adjustments, data.close, ADJUSTMENTS_CSV),
         pages.unattributed_section(data.unattributed_keys),
         pages.incidents_section(data.incidents, "in the cluster"),

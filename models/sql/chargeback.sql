@@ -6,7 +6,14 @@
 -- Rate per allocation day: the temp table rate_choice (rate_for_allocation.sql over the
 --   (day, domain, gpu_model, qos) keys of these allocations), the one rate precedence that the
 --   incidents' cost uses too. An allocation with no rate keeps rate and amount null (flagged).
--- amount = gpu_seconds x rate / 3600, exact, rounded half up to cents once per line.
+-- Shared GPUs (docs/shared-gpus.md): a line charges physical GPU-time (allocations
+--   .physical_gpu_seconds: MIG instances their fraction, time-shared GPUs split among holders),
+--   at the physical GPU model's rate; a MIG profile the rate card prices itself (gpu_model = the
+--   profile, e.g. 1g.10gb) is charged per instance-hour at that rate, on a line of that model.
+--   gpu_seconds / gpu_hours = the physical GPU-time charged (rounded to the second on the line);
+--   slice_hours = the units x hours of the shared allocations in the line (0: whole GPUs only).
+-- amount = charged seconds x rate / 3600, exact to the millisecond, rounded half up to cents once
+--   per line.
 -- Busy and idle are shown beside the charge, never priced: measured_gpu_hours = the allocated
 --   GPU-hours dcgm-exporter covered (allocation_usage_hourly of the same allocations rows; 0 where
 --   nothing was measured or usage was not built), busy_gpu_hours their utilization-weighted part,
@@ -34,11 +41,37 @@ charged AS (
 ),
 
 priced AS (
-    SELECT c.*, r.rate_per_gpu_hour, r.currency, r.rate_valid_from
+    SELECT c.* REPLACE (CASE WHEN p.rate_per_gpu_hour IS NOT NULL THEN c.slice_profile
+                             ELSE c.gpu_model END AS gpu_model),
+        coalesce(p.rate_per_gpu_hour, r.rate_per_gpu_hour) AS rate_per_gpu_hour,
+        CASE WHEN p.rate_per_gpu_hour IS NOT NULL THEN p.currency ELSE r.currency END
+            AS currency,
+        CASE WHEN p.rate_per_gpu_hour IS NOT NULL THEN p.rate_valid_from
+             ELSE r.rate_valid_from END AS rate_valid_from,
+        -- what the rate multiplies, in milliseconds: instance time for a priced profile, else
+        -- the physical GPU-time
+        CASE WHEN p.rate_per_gpu_hour IS NOT NULL THEN c.gpu_seconds * 1000
+             ELSE CAST(coalesce(c.physical_gpu_seconds, c.gpu_seconds) * 1000 AS HUGEINT)
+        END AS charged_ms,
+        CASE WHEN c.sharing IS NOT NULL THEN c.gpu_seconds ELSE 0 END AS slice_seconds,
+        -- measured and busy time in the unit charged: a shared allocation's readings cover its
+        -- units' seconds, scaled to its physical share (a priced profile: instance time)
+        -- (exact DECIMAL sums either way: whole GPUs keep their readings untouched)
+        CASE WHEN p.rate_per_gpu_hour IS NOT NULL OR c.sharing IS NULL OR c.gpu_seconds = 0
+                OR c.physical_gpu_seconds IS NULL THEN c.measured_gpu_seconds
+             ELSE CAST(c.measured_gpu_seconds * c.physical_gpu_seconds / c.gpu_seconds
+                       AS DECIMAL(38, 6)) END AS charged_measured,
+        CASE WHEN p.rate_per_gpu_hour IS NOT NULL OR c.sharing IS NULL OR c.gpu_seconds = 0
+                OR c.physical_gpu_seconds IS NULL THEN c.busy_gpu_seconds
+             ELSE CAST(c.busy_gpu_seconds * c.physical_gpu_seconds / c.gpu_seconds
+                       AS DECIMAL(38, 6)) END AS charged_busy
     FROM charged AS c
     LEFT JOIN rate_choice AS r
         ON r.day = c.day AND r.domain = c.domain AND r.gpu_model IS NOT DISTINCT FROM c.gpu_model
         AND r.qos = coalesce(c.qos, '')
+    LEFT JOIN rate_choice AS p
+        ON c.slice_profile IS NOT NULL AND p.day = c.day AND p.domain = c.domain
+        AND p.gpu_model = c.slice_profile AND p.qos = coalesce(c.qos, '')
 ),
 
 periods AS (
@@ -70,17 +103,23 @@ SELECT
     rate_valid_from,
     rate_per_gpu_hour,
     coalesce(currency, '') AS currency,
-    sum(gpu_seconds)::BIGINT AS gpu_seconds,
-    round(sum(gpu_seconds) / 3600.0, 6) AS gpu_hours,
+    ((sum(charged_ms) + 500) // 1000)::BIGINT AS gpu_seconds,
+    round(sum(charged_ms) / 3600000.0, 6) AS gpu_hours,
+    round(sum(slice_seconds) / 3600.0, 6) AS slice_hours,
     count(DISTINCT source_key) AS allocations,
     -- exact half-up rounding to the cent in integers (a DECIMAL divided in DuckDB becomes a
-    -- DOUBLE, and 79.475 would round down): micro-units x seconds / (3600 s x 10^4 per cent)
-    CAST(CAST((sum(gpu_seconds)::HUGEINT * CAST(rate_per_gpu_hour * 1000000 AS HUGEINT)
-               + 18000000) // 36000000 AS DECIMAL(18, 0)) * 0.01 AS DECIMAL(18, 2)) AS amount,
-    CAST(round(sum(measured_gpu_seconds) / 3600, 6) AS DECIMAL(18, 6)) AS measured_gpu_hours,
-    CAST(round(sum(busy_gpu_seconds) / 3600, 6) AS DECIMAL(18, 6)) AS busy_gpu_hours,
-    CAST(round(sum(measured_gpu_seconds) / 3600, 6) AS DECIMAL(18, 6))
-        - CAST(round(sum(busy_gpu_seconds) / 3600, 6) AS DECIMAL(18, 6)) AS idle_gpu_hours
+    -- DOUBLE, and 79.475 would round down): micro-units x milliseconds / (3.6e6 ms x 10^4 per
+    -- cent)
+    CAST(CAST((sum(charged_ms)::HUGEINT * CAST(rate_per_gpu_hour * 1000000 AS HUGEINT)
+               + 18000000000) // 36000000000 AS DECIMAL(18, 0)) * 0.01 AS DECIMAL(18, 2))
+        AS amount,
+    CAST(round(sum(charged_measured) / 3600, 6) AS DECIMAL(18, 6))
+        AS measured_gpu_hours,
+    CAST(round(sum(charged_busy) / 3600, 6) AS DECIMAL(18, 6))
+        AS busy_gpu_hours,
+    CAST(round(sum(charged_measured) / 3600, 6) AS DECIMAL(18, 6))
+        - CAST(round(sum(charged_busy) / 3600, 6) AS DECIMAL(18, 6))
+        AS idle_gpu_hours
 FROM periods
 GROUP BY period, period_start, cost_centre, team, person, domain, gpu_model, rate_valid_from,
     rate_per_gpu_hour, currency

@@ -31,6 +31,9 @@ snapshots AS (
            arg_min(line_no, observed_at) AS line_no
     FROM slurm_gpu_indices
     WHERE node IN (SELECT node FROM runs) AND job_id_raw IN (SELECT job_id_raw FROM runs)
+        -- a MIG type's IDX numbers MIG devices, not physical GPUs (docs/shared-gpus.md):
+        -- a MIG instance's conflicts are seen at instance level in dcgm-exporter's series
+        AND coalesce(sharing, '') <> 'mig'
     GROUP BY job_id_raw, start, node, gpu_index
 ),
 

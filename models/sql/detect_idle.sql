@@ -15,6 +15,8 @@
 --   sample plus one sample interval (gpu_busy_daily.scrape_interval_s, at least a minute). A gap
 --   in the data (exporter outage) ends a period: unknown time is never counted as idle, and the
 --   window rule's mean is over the samples present.
+-- gpu_seconds: idle time x GPUs; a MIG instance counts its fraction of the GPU (allocations
+--   .capacity_gpus per instance: a 1g of 7 idle for an hour wastes 1/7 GPU-hour).
 -- Precedence (one GPU-second in at most one incident): double_scheduled, then partial_gang, then
 --   idle. A period loses the time a double-scheduling holds its GPU (GPU level: the GPUs named;
 --   node level: any GPU of either allocation on that node) and the time its pod's gang was
@@ -257,6 +259,9 @@ slurm_holders AS (
 candidates AS (
     SELECT p.*, a.domain, a.source_key, a.day, a.job_id, a.name, a.k8s_namespace, a.person,
            a.team, a.cost_centre, a.gpu_model, a.qos, a.gpus AS node_gpus,
+           -- a MIG instance wastes its fraction of the GPU per second (docs/shared-gpus.md)
+           CASE WHEN a.sharing = 'mig' THEN a.capacity_gpus / nullif(a.gpus, 0) ELSE 1.0 END
+               AS unit_share,
            date_diff('second', greatest(a.start_ts, p.start_ts), least(a.end_ts, p.end_ts))
                AS overlap_seconds
     FROM periods AS p
@@ -271,6 +276,7 @@ candidates AS (
     SELECT p.* EXCLUDE (run_key), a.domain, a.source_key, a.day, a.job_id, a.name,
            a.k8s_namespace, a.person, a.team, a.cost_centre, a.gpu_model, a.qos,
            a.gpus AS node_gpus,
+           CASE WHEN a.sharing = 'mig' THEN a.capacity_gpus / nullif(a.gpus, 0) ELSE 1.0 END,
            date_diff('second', greatest(a.start_ts, p.start_ts), least(a.end_ts, p.end_ts))
     FROM slurm_holders AS p
     INNER JOIN allocations AS a
@@ -415,7 +421,8 @@ incidents AS (
         max(end_ts) AS end_ts,
         list_sort(list(DISTINCT gpu_uuid)) AS gpu_uuids,
         count(DISTINCT gpu_uuid) AS gpus,
-        sum(date_diff('second', start_ts, end_ts)) AS gpu_seconds,
+        CAST(round(sum(date_diff('second', start_ts, end_ts) * coalesce(unit_share, 1.0)))
+            AS BIGINT) AS gpu_seconds,
         sum(buckets) AS buckets,
         max(mean_busy) AS max_mean_busy,
         bool_or(by_zero) AS by_zero,

@@ -4,7 +4,9 @@
 --   crossing midnight stays one row, filed under the day it started).
 -- Parameters: $first_day, $last_day (DATE, inclusive). Reads the temp tables det_double
 --   (detect_double_scheduled.sql), det_gang (detect_partial_gang.sql), det_idle
---   (detect_idle.sql), all in one candidate layout, and rate_choice.
+--   (detect_idle.sql), det_low_eff (detect_low_efficiency.sql), det_shared
+--   (detect_shared_overcommit.sql), det_mig_layout (detect_mig_layout_change.sql), all in one
+--   candidate layout, and rate_choice.
 -- cost = gpu_seconds x the rate per GPU-hour / 3600, rounded to cents once per incident. The rate
 --   is the one the chargeback uses for the allocation the incident charges (rate_domain,
 --   gpu_model, qos) on the incident's day: the temp table rate_choice, made by
@@ -20,13 +22,18 @@ WITH candidates AS (
     SELECT * FROM det_idle
     UNION ALL BY NAME
     SELECT * FROM det_low_eff
+    UNION ALL BY NAME
+    SELECT * FROM det_shared
+    UNION ALL BY NAME
+    SELECT * FROM det_mig_layout
 ),
 
 in_range AS (
     SELECT *, CAST(start_ts AS DATE) AS day
     FROM candidates
     WHERE CAST(start_ts AS DATE) >= $first_day AND CAST(start_ts AS DATE) <= $last_day
-      AND (gpu_seconds > 0 OR kind = 'low_efficiency')  -- a finding without wasted GPU-s
+      -- findings without wasted GPU-s
+      AND (gpu_seconds > 0 OR kind IN ('low_efficiency', 'mig_layout_change'))
 )
 
 SELECT

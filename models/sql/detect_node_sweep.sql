@@ -8,7 +8,11 @@
 -- Columns: node, day, from_ts, to_ts, allocated_gpus, capacity_gpus, excess_gpus.
 -- O(n log n): one sort of the start/end events per node-day; no pairwise join.
 WITH pieces AS (
-    SELECT node, day, domain, gpus, start_ts, end_ts
+    -- shared GPUs count their share of the node's physical GPUs (allocations.capacity_gpus,
+    -- docs/shared-gpus.md): seven 1g MIG instances are one GPU, not seven
+    SELECT node, day, domain,
+        CASE WHEN sharing IS NULL THEN gpus::DOUBLE ELSE coalesce(capacity_gpus, 0) END AS gpus,
+        start_ts, end_ts
     FROM allocations
     WHERE day >= $scan_first AND day <= $scan_last
 ),
@@ -56,4 +60,4 @@ FROM steps AS s
 INNER JOIN capacity AS c USING (node)
 WHERE s.next_ts IS NOT NULL
   AND s.next_ts > s.ts
-  AND s.allocated > c.capacity_gpus
+  AND s.allocated > c.capacity_gpus + 1e-6  -- shares are fractions: 7 x 1/7 is not > 1

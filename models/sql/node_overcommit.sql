@@ -7,7 +7,11 @@
 -- Columns: node, from_ts, to_ts, allocated_gpus, capacity_gpus, excess_gpus, domains.
 -- Expected only where GPUs are double-scheduled; the detectors name the owners.
 WITH pieces AS (
-    SELECT node, domain, gpus, start_ts, end_ts FROM allocations WHERE day = $day
+    -- shared GPUs count their share of the node's physical GPUs (as detect_node_sweep.sql)
+    SELECT node, domain,
+        CASE WHEN sharing IS NULL THEN gpus::DOUBLE ELSE coalesce(capacity_gpus, 0) END AS gpus,
+        start_ts, end_ts
+    FROM allocations WHERE day = $day
 ),
 
 events AS (
@@ -45,5 +49,5 @@ FROM steps AS s
 INNER JOIN capacity AS c USING (node)
 WHERE s.next_ts IS NOT NULL
   AND date_diff('second', s.ts, s.next_ts) > $min_seconds
-  AND s.allocated > c.capacity_gpus
+  AND s.allocated > c.capacity_gpus + 1e-6  -- shares are fractions: 7 x 1/7 is not > 1
 ORDER BY s.node, s.ts

@@ -3,7 +3,8 @@
 -- Parameters: none (reads k8s_pod_allocations, k8s_pod_phases, k8s_pod_gpus, kueue_workloads,
 --   nodes).
 -- Columns: the common staging layout shared with stg_slurm_allocations (see models/build.py).
--- source_key = pod uid (a pod recreated by a Job retry has a new uid: its own rows; before
+-- source_key = pod uid ('uid#resource' for a second GPU-like resource of one pod; a pod
+--   recreated by a Job retry has a new uid: its own rows; before
 --   kube-state-metrics v2.1.0 'namespace/pod@creation time', docs/kubernetes.md); name = pod.
 -- Identity inputs (docs/contracts.md): k8s_service_account 'namespace/sa', kueue_queue
 --   'namespace/localqueue' (queue_name: the pod's kueue.x-k8s.io/local-queue-name label, else
@@ -142,13 +143,21 @@ final AS (
     SELECT
         'kubernetes' AS domain,
         cluster,
-        uid AS source_key,
+        -- a pod holding two GPU-like resources (whole GPUs and MIG instances) has a row of
+        -- each; the second and later keep the uid and add '#<resource>' (docs/shared-gpus.md)
+        CASE WHEN row_number() OVER (
+                PARTITION BY cluster, uid, start_ts
+                ORDER BY coalesce(gpu_resource, 'nvidia_com_gpu') <> 'nvidia_com_gpu',
+                    gpu_resource) > 1
+            THEN uid || '#' || gpu_resource ELSE uid END AS source_key,
         coalesce(workload_name, owner_name) AS job_id,
         pod AS name,
         node,
         gpu_model,
         gpus,
         gpu_uuids,
+        sharing,
+        slice_profile,
         start_ts,
         end_ts,
         CAST(NULL AS VARCHAR) AS slurm_user,

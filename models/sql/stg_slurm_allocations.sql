@@ -1,6 +1,7 @@
 -- stg_slurm_allocations
 -- Grain: one row per (Slurm run, node) that held GPUs, before day splitting.
--- Parameters: none (reads slurm_runs, slurm_node_allocations and slurm_gpu_indices).
+-- Parameters: none (reads slurm_runs, slurm_node_allocations, slurm_gpu_indices and, for
+--   shards and MPS units, gpu_utilization: the GPUs whose series carry the run's hpc_job).
 -- Columns: the common staging layout shared with stg_kubernetes_allocations (see models/build.py),
 --   plus gpus_source (Slurm only): where the row's GPU count comes from.
 -- A run still going (end null) is charged up to observed_until, the end of the sacct query that
@@ -127,17 +128,39 @@ split AS (
     LEFT JOIN unusable AS u ON u.run_key = n.run_key
 ),
 
+shared_gpus AS (
+    -- which physical GPUs a run's shards or MPS units are on: sacct and scontrol do not say
+    -- (scontrol -d prints GRES=shard(CNT:2)); dcgm-exporter's series of those GPUs carry the
+    -- run's JobIDRaw (hpc_job). docs/shared-gpus.md: time-shared GPUs split per GPU
+    SELECT n.run_key, n.node, list_sort(list(DISTINCT u.gpu_uuid)) AS gpu_uuids
+    FROM split AS n
+    INNER JOIN runs AS r USING (run_key)
+    INNER JOIN gpu_utilization AS u
+        ON u.node = n.node AND u.hpc_job = CAST(r.job_id_raw AS VARCHAR)
+        AND u.bucket_start >= r.start AND u.bucket_start < coalesce(r."end", r.observed_until)
+    WHERE n.sharing IN ('shard', 'mps') AND r.start IS NOT NULL
+    GROUP BY ALL
+),
+
 final AS (
     SELECT
         'slurm' AS domain,
         r.cluster,
-        r.run_key AS source_key,
+        -- a run holding whole GPUs and MIG instances (or two profiles) on a node has a row of
+        -- each; the second and later add '#<mode>:<profile>' (docs/shared-gpus.md)
+        CASE WHEN row_number() OVER (
+                PARTITION BY r.run_key, n.node
+                ORDER BY n.sharing IS NOT NULL, n.sharing, n.slice_profile) > 1
+            THEN r.run_key || '#' || n.sharing || ':' || coalesce(n.slice_profile, '')
+            ELSE r.run_key END AS source_key,
         r.job_id,
         r.job_name AS name,
         n.node,
         n.gpu_model,
         n.node_gpus AS gpus,
-        CAST(NULL AS VARCHAR[]) AS gpu_uuids,
+        sg.gpu_uuids,
+        n.sharing,
+        n.slice_profile,
         r.start AS start_ts,
         coalesce(r."end", r.observed_until) AS end_ts,
         r."user" AS slurm_user,
@@ -185,6 +208,7 @@ final AS (
         END AS evidence
     FROM split AS n
     INNER JOIN runs AS r USING (run_key)
+    LEFT JOIN shared_gpus AS sg ON sg.run_key = n.run_key AND sg.node = n.node
     WHERE r.start IS NOT NULL
 )
 

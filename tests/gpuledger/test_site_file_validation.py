@@ -147,9 +147,9 @@ def test_the_documented_examples_are_valid_site_files(tmp_path: Path):
     from gpuledger import site as site_module
     tables = (site_module.Site, site_module.ClusterSite, site_module.SlurmSite,
               site_module.PrometheusSite, site_module.KueueSite, site_module.ReferenceSite,
-              site_module.ScheduleSite, site_module.QualitySite)
+              site_module.ScheduleSite, site_module.QualitySite, site_module.SharingNames)
     structural = {"path", "clusters", "reference", "schedules", "name", "slurm", "prometheus",
-                  "kueue", "idle", "quality"}  # idle: its keys are in "Idle policies"
+                  "kueue", "idle", "quality", "sharing"}  # idle: its keys are in "Idle policies"
     missing = [f"{t.__name__}.{f.name}" for t in tables for f in fields(t)
                if f.name not in structural and f"\n{f.name} =" not in blocks[0]
                and f"\n# {f.name} =" not in blocks[0]]  # a key off by default, shown commented

@@ -67,7 +67,8 @@ def test_incidents_asset_and_its_warn_checks(tmp_path: Path):
     assert meta["idle_allocation_gpu_hours"].value == 0.75
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert {name: c.passed for name, c in checks.items()} == {
-        "no_double_scheduled_gpus": False, "no_partial_gangs": True, "no_idle_allocations": False}
+        "no_double_scheduled_gpus": False, "no_partial_gangs": True, "no_idle_allocations": False,
+        "shared_gpus_within_one_gpu": True}
     assert all(c.severity == dg.AssetCheckSeverity.WARN for c in checks.values())
     double = checks["no_double_scheduled_gpus"].metadata
     assert double["incidents"].value == 1

@@ -51,3 +51,9 @@ no_idle_allocations = _incidents_check(
     "no_idle_allocations", "idle_allocation",
     "Slurm jobs and pods whose GPUs (some or all) stayed below the busy threshold for the "
     "minimum time, with the idle GPU-hours and their cost.")
+
+shared_gpus_within_one_gpu = _incidents_check(
+    "shared_gpus_within_one_gpu", "shared_overcommit",
+    "The shared-GPU invariant (docs/shared-gpus.md): physical GPUs whose charged shares (MIG "
+    "fractions, whole-GPU holders, time-shared holders) came to more than one GPU-second per "
+    "second, with the excess GPU-hours and the holders.")

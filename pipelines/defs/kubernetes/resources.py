@@ -63,6 +63,7 @@ class KubernetesSourceResource(dg.ConfigurableResource):
         read = k8s_ingest.read_kubernetes_window(
             source, start, end, lookback=timedelta(minutes=p.lookback_minutes),
             scrape_interval=interval, gpu_resources=self.gpu_resources(),
+            sharing=read_site(self.site_file).sharing,  # [gpuledger.sharing] resource names
         )
         return source, read
 
