@@ -303,23 +303,42 @@ double_claims AS (
     -- GPU-time a double_scheduled incident holds on the gang's pods in the phase (precedence:
     -- double_scheduled first): with GPU-level evidence, its GPUs; without, every GPU of the pod
     -- it names on that node. Per pod piece and GPU (NULL: the piece's GPUs are unknown).
-    SELECT f.workload_uid, f.attempt_no, p.source_key, p.node AS piece_node,
-        p.start_ts AS piece_start,
-        g.gpu_uuid, p.gpus AS piece_gpus,
-        greatest(d.start_ts, p.start_ts, f.attempt_start) AS cs,
-        least(d.end_ts, p.end_ts, f.phase_end) AS ce
-    FROM flagged AS f
-    INNER JOIN pods AS p
-        ON p.workload_uid = f.workload_uid
-        AND p.start_ts < f.phase_end AND p.end_ts > f.attempt_start
-    LEFT JOIN (SELECT source_key, node, start_ts, unnest(gpu_uuids) AS gpu_uuid FROM pods) AS g
-        ON g.source_key = p.source_key AND g.node = p.node AND g.start_ts = p.start_ts
-    INNER JOIN det_double AS d
-        ON d.cluster = p.cluster AND d.start_ts < least(p.end_ts, f.phase_end)
-        AND d.end_ts > greatest(p.start_ts, f.attempt_start)
-        AND CASE WHEN len(coalesce(d.gpu_uuids, [])) > 0
-            THEN g.gpu_uuid IS NOT NULL AND list_contains(d.gpu_uuids, g.gpu_uuid)
-            ELSE d.node = p.node AND d.k8s_workload = p.k8s_namespace || '/' || p.job_id END
+    -- Equi-joins only (on GPU, or on node and pod): never a join over every incident.
+    WITH phase_pieces AS (
+        SELECT f.workload_uid, f.attempt_no, f.attempt_start, f.phase_end, p.cluster,
+            p.source_key, p.node, p.start_ts, p.end_ts, p.gpus,
+            p.k8s_namespace || '/' || p.job_id AS workload
+        FROM flagged AS f
+        INNER JOIN pods AS p
+            ON p.workload_uid = f.workload_uid
+            AND p.start_ts < f.phase_end AND p.end_ts > f.attempt_start
+    ),
+    piece_gpus AS (
+        SELECT pp.*, g.gpu_uuid
+        FROM phase_pieces AS pp
+        LEFT JOIN (SELECT source_key, node, start_ts, unnest(gpu_uuids) AS gpu_uuid
+                   FROM pods) AS g
+            ON g.source_key = pp.source_key AND g.node = pp.node AND g.start_ts = pp.start_ts
+    ),
+    by_gpu AS (
+        SELECT pg.*, d.start_ts AS d_start, d.end_ts AS d_end
+        FROM piece_gpus AS pg
+        INNER JOIN (SELECT cluster, unnest(gpu_uuids) AS gpu_uuid, start_ts, end_ts
+                    FROM det_double WHERE len(coalesce(gpu_uuids, [])) > 0) AS d
+            ON d.cluster = pg.cluster AND d.gpu_uuid = pg.gpu_uuid
+    ),
+    by_pair AS (
+        SELECT pg.*, d.start_ts AS d_start, d.end_ts AS d_end
+        FROM piece_gpus AS pg
+        INNER JOIN det_double AS d
+            ON d.cluster = pg.cluster AND d.node = pg.node AND d.k8s_workload = pg.workload
+            AND len(coalesce(d.gpu_uuids, [])) = 0
+    )
+    SELECT workload_uid, attempt_no, source_key, node AS piece_node, start_ts AS piece_start,
+        gpu_uuid, gpus AS piece_gpus,
+        greatest(d_start, start_ts, attempt_start) AS cs,
+        least(d_end, end_ts, phase_end) AS ce
+    FROM (SELECT * FROM by_gpu UNION ALL SELECT * FROM by_pair)
 ),
 
 double_held AS (

@@ -13,14 +13,21 @@
 --   violating segments that follow each other form an episode.
 -- gpu_seconds = the excess over one GPU x the time (the physical GPU-time charged twice).
 -- Columns: the candidate layout of detect_incidents.sql.
-WITH placed AS (
+WITH shared_node_days AS (
+    -- node-days with a shared holder: only there can the invariant break unnoticed (whole-GPU
+    -- conflicts elsewhere are double_scheduled's); a ledger without shared GPUs reads nothing
+    SELECT DISTINCT cluster, node, day FROM allocations
+    WHERE day >= $scan_first AND day <= $scan_last AND sharing IS NOT NULL
+),
+
+placed AS (
     SELECT a.*, unnest(a.gpu_uuids) AS gpu_uuid, len(a.gpu_uuids) AS n_gpus
     FROM allocations AS a
+    SEMI JOIN shared_node_days AS s ON s.cluster = a.cluster AND s.node = a.node AND s.day = a.day
     WHERE a.day >= $scan_first AND a.day <= $scan_last AND len(coalesce(a.gpu_uuids, [])) > 0
 ),
 
 shared_gpus AS (
-    -- GPUs with a shared holder on a day: only there can the invariant break unnoticed
     SELECT DISTINCT cluster, day, gpu_uuid FROM placed WHERE sharing IS NOT NULL
 ),
 

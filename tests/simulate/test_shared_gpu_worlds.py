@@ -446,6 +446,11 @@ def test_the_whole_gpu_world_is_unchanged(shared: Path, plain: Path, rows) -> No
         assert (shared / name).read_bytes() == (plain / name).read_bytes()
     pods = {r["source_key"].split("/", 1)[1] for r in rows if r["domain"] == "kubernetes"}
     marker = re.compile(r'(?:pod|node|Hostname)="([^"]+)"')
+    # and the shared pods that ended shortly before the window (still listed, Succeeded)
+    with (shared / "prometheus" / "metrics.om").open(encoding="utf-8") as fh:
+        pods |= {m[1] for line in fh if line.startswith("kube_pod_info{")
+                 and (m := re.search(r'pod="([^"]+)".*node="([^"]+)"', line))
+                 and m[2] in shared_nodes}
 
     def whole(path: Path) -> dict[str, list[str]]:
         """Each series' samples in file order (flushes may group series differently)."""

@@ -101,9 +101,10 @@ def test_the_ledger_stores_shards_mps_and_mig_instances(shared: Shared, tmp_path
     assert got[shared.ids["shard-3"]] == [0, 3, None]
     assert got[shared.ids["mps-50"]] == [0, None, 50]
     assert got[shared.ids["mig-mixed"]] == [2, None, None]
+    # the window may hold jobs other tests submitted meanwhile: only the shared set's
     sharing = con.execute(
-        "SELECT sharing, sum(gpus) FROM slurm_node_allocations GROUP BY ALL ORDER BY ALL"
-    ).fetchall()
+        "SELECT sharing, sum(gpus) FROM slurm_node_allocations WHERE job_id IN (SELECT unnest(?)) "
+        "GROUP BY ALL ORDER BY ALL", [list(shared.ids.values())]).fetchall()
     assert sharing == [("mig", 6), ("mps", 50), ("shard", 5)]
 
 
