@@ -9,7 +9,8 @@
 --   Slurm partition, i.e. allocations.pool, or Kubernetes namespace; efficiency_threshold 0 or
 --   efficiency_min_seconds 0: off) and det_idle.
 -- Apart from idle: a job with an idle_allocation incident, or in a double-scheduling or a
---   partial gang, is not reported here too (those incidents say more), and the finding holds no wasted GPU-seconds (gpu_seconds = 0, so its
+--   partial gang, is not reported here too (those incidents say more), and the finding holds
+--   no wasted GPU-seconds (gpu_seconds = 0, so its
 --   cost is 0): slow work is work, whose GPU-time stays the owner's charge; the GPU-time held is
 --   in `detail`. One GPU-second is thus never in two incidents.
 -- Columns: the candidate layout of detect_incidents.sql.
@@ -39,17 +40,23 @@ judged AS (
     -- allocations the rule could flag; the rest skip the join with the samples
     SELECT p.domain, p.source_key, p.rule.threshold, p.rule.min_seconds
     FROM policy AS p
-    ANTI JOIN det_idle AS i
-        ON i.domain = p.domain AND starts_with(i.identity_key, p.source_key || '|')
+    -- equi-joins only: a join over every allocation x every incident does not scale
+    ANTI JOIN (SELECT domain, split_part(identity_key, '|', 1) AS source_key FROM det_idle) AS i
+        ON i.domain = p.domain AND i.source_key = p.source_key
     ANTI JOIN (
         -- the allocations of a double-scheduling or a partial gang (whose GPU-time those hold)
         SELECT a.domain, a.source_key
-        FROM (SELECT DISTINCT domain, source_key, node, job_id, k8s_namespace FROM pieces) AS a
-        INNER JOIN (SELECT node, slurm_job, k8s_workload FROM det_double
-                    UNION ALL SELECT NULL, NULL, k8s_workload FROM det_gang) AS d
-            ON CASE WHEN a.domain = 'slurm' THEN d.slurm_job = a.job_id AND d.node = a.node
-                ELSE d.k8s_workload = a.k8s_namespace || '/' || a.job_id
-                    AND coalesce(d.node, a.node) = a.node END
+        FROM (SELECT DISTINCT domain, source_key, node, job_id FROM pieces
+              WHERE domain = 'slurm') AS a
+        INNER JOIN det_double AS d ON d.slurm_job = a.job_id AND d.node = a.node
+        UNION ALL
+        SELECT a.domain, a.source_key
+        FROM (SELECT DISTINCT domain, source_key, node,
+                     k8s_namespace || '/' || job_id AS workload
+              FROM pieces WHERE domain = 'kubernetes') AS a
+        INNER JOIN (SELECT node, k8s_workload FROM det_double
+                    UNION ALL SELECT NULL, k8s_workload FROM det_gang) AS d
+            ON d.k8s_workload = a.workload AND coalesce(d.node, a.node) = a.node
     ) AS o ON o.domain = p.domain AND o.source_key = p.source_key
     WHERE p.rule.threshold > 0 AND p.rule.min_seconds > 0
 ),

@@ -35,7 +35,13 @@ steps AS (
 ),
 
 capacity AS (
-    SELECT node, any_value(gpu_count) AS capacity_gpus FROM nodes GROUP BY node
+    -- physical GPUs: a MIG node's inventory rows count instances per GRES type (scontrol),
+    -- its node_gpu_slices row the GPUs they are cut from (docs/shared-gpus.md)
+    SELECT n.node, coalesce(any_value(m.physical_gpus), any_value(n.gpu_count)) AS capacity_gpus
+    FROM nodes AS n
+    LEFT JOIN (SELECT node, max(physical_gpus) AS physical_gpus FROM node_gpu_slices
+               WHERE sharing = 'mig' AND valid_to IS NULL GROUP BY node) AS m USING (node)
+    GROUP BY n.node
 )
 
 SELECT

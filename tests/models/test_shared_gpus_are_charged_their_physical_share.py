@@ -279,3 +279,31 @@ def test_the_utilization_page_shows_the_shared_estate(tmp_path, monkeypatch):
         '<td class="num">1.00</td>' in summary
     lines = (folder / "invoice-lines.csv").read_text().splitlines()
     assert "slice_hours" in lines[0].split(",")
+
+
+def test_a_mig_nodes_capacity_is_its_physical_gpus_not_its_instance_count(con):
+    """scontrol's inventory of a MIG node counts instances per GRES type (3 GPUs of 7 x 1g and
+    one of 2 x 3g: rows of 21 and 2); the sweeps take the physical GPUs (4) instead."""
+    con.execute("DELETE FROM nodes")
+    con.executemany("INSERT INTO nodes (cluster, node, gpu_model, gpu_count, gpu_index) "
+                    "VALUES ('c', 'mig1', ?, ?, ?)",
+                    [("1g.10gb", 21, i) for i in range(21)]
+                    + [("3g.40gb", 2, 21), ("3g.40gb", 2, 22)])
+    con.execute("INSERT INTO node_gpu_slices VALUES "
+                "('c', 'mig1', 'mig', '1g.10gb', 21, 4, 1, 7, NULL, 'scontrol', '2026-01-01', "
+                "NULL), "
+                "('c', 'mig1', 'mig', '3g.40gb', 2, 4, 3, 7, NULL, 'scontrol', '2026-01-01', NULL)")
+    _pod(con, "a", 21, _at(8), _at(9), node="mig1", sharing="mig", profile="1g.10gb")
+    _pod(con, "b", 2, _at(8), _at(9), node="mig1", sharing="mig", profile="3g.40gb")
+    _build(con)
+    from models import load_sql
+
+    # 3 + 6/7 GPUs held on a 4-GPU node: within capacity (a capacity of 2 would not be)
+    params = {"day": DAY, "min_seconds": 0}
+    assert con.execute(load_sql("node_overcommit"), params).fetchall() == []
+    # one whole GPU more: 4 + 6/7 on 4 GPUs is over (a capacity of 21 would not be)
+    _pod(con, "c", 1, _at(8), _at(9), node="mig1", sharing=None)
+    _build(con)
+    [row] = con.execute(load_sql("node_overcommit"), params).fetchall()
+    assert row[3] == pytest.approx(4 + 6 / 7)
+    assert row[4] == 4
