@@ -170,6 +170,10 @@ def build_chargeback(con: duckdb.DuckDBPyConnection, first_day: date, last_day: 
         "WHERE day >= $first AND day < $end UNION ALL SELECT day, domain, slice_profile, qos "
         "FROM allocations WHERE day >= $first AND day < $end AND slice_profile IS NOT NULL",
         {"first": min(b[0] for b in bounds), "end": max(b[1] for b in bounds)})
+    # the one pricing rule per allocation row, for every line kind and the shared summary
+    con.execute(f"CREATE OR REPLACE TEMP TABLE allocation_prices AS "
+                f"{load_sql('allocation_prices')}",
+                {"first_day": min(b[0] for b in bounds), "end_day": max(b[1] for b in bounds)})
     rows = 0
     with transaction(con):
         for kind in ("day", "week", "month"):
@@ -192,6 +196,6 @@ def build_chargeback(con: duckdb.DuckDBPyConnection, first_day: date, last_day: 
                     [first_day, last_day])
         con.execute(f"INSERT INTO shared_gpu_daily BY NAME {load_sql('shared_gpu_daily')}",
                     {"first_day": first_day, "end_day": last_day + timedelta(days=1)})
-    for temp in ("rate_choice", "rate_keys"):
+    for temp in ("allocation_prices", "rate_choice", "rate_keys"):
         con.execute(f"DROP TABLE IF EXISTS {temp}")
     return rows

@@ -3,9 +3,9 @@
 --   A rate change inside a period gives two lines (one per rate), so every line has one rate.
 -- Parameters: $period_kind ('day' | 'week' | 'month'), $first_day, $end_day (DATE, half-open:
 --   the days of allocations that are priced; the runner passes whole periods).
--- Rate per allocation day: the temp table rate_choice (rate_for_allocation.sql over the
---   (day, domain, gpu_model, qos) keys of these allocations), the one rate precedence that the
---   incidents' cost uses too. An allocation with no rate keeps rate and amount null (flagged).
+-- Rate per allocation row: the temp table allocation_prices (allocation_prices.sql: the one
+--   pricing rule, over rate_choice, the rate precedence the incidents' cost uses too). An
+--   allocation with no rate keeps rate and amount null (flagged).
 -- Shared GPUs (docs/shared-gpus.md): a line charges physical GPU-time (allocations
 --   .physical_gpu_seconds: MIG instances their fraction, time-shared GPUs split among holders),
 --   at the physical GPU model's rate; a MIG profile the rate card prices itself (gpu_model = the
@@ -41,37 +41,24 @@ charged AS (
 ),
 
 priced AS (
-    SELECT c.* REPLACE (CASE WHEN p.rate_per_gpu_hour IS NOT NULL THEN c.slice_profile
-                             ELSE c.gpu_model END AS gpu_model),
-        coalesce(p.rate_per_gpu_hour, r.rate_per_gpu_hour) AS rate_per_gpu_hour,
-        CASE WHEN p.rate_per_gpu_hour IS NOT NULL THEN p.currency ELSE r.currency END
-            AS currency,
-        CASE WHEN p.rate_per_gpu_hour IS NOT NULL THEN p.rate_valid_from
-             ELSE r.rate_valid_from END AS rate_valid_from,
-        -- what the rate multiplies, in milliseconds: instance time for a priced profile, else
-        -- the physical GPU-time
-        CASE WHEN p.rate_per_gpu_hour IS NOT NULL THEN c.gpu_seconds * 1000
-             ELSE CAST(coalesce(c.physical_gpu_seconds, c.gpu_seconds) * 1000 AS HUGEINT)
-        END AS charged_ms,
+    SELECT c.* REPLACE (ap.priced_model AS gpu_model),
+        ap.rate_per_gpu_hour, ap.currency, ap.rate_valid_from, ap.charged_ms,
         CASE WHEN c.sharing IS NOT NULL THEN c.gpu_seconds ELSE 0 END AS slice_seconds,
         -- measured and busy time in the unit charged: a shared allocation's readings cover its
         -- units' seconds, scaled to its physical share (a priced profile: instance time)
         -- (exact DECIMAL sums either way: whole GPUs keep their readings untouched)
-        CASE WHEN p.rate_per_gpu_hour IS NOT NULL OR c.sharing IS NULL OR c.gpu_seconds = 0
+        CASE WHEN ap.profile_priced OR c.sharing IS NULL OR c.gpu_seconds = 0
                 OR c.physical_gpu_seconds IS NULL THEN c.measured_gpu_seconds
              ELSE CAST(c.measured_gpu_seconds * c.physical_gpu_seconds / c.gpu_seconds
                        AS DECIMAL(38, 6)) END AS charged_measured,
-        CASE WHEN p.rate_per_gpu_hour IS NOT NULL OR c.sharing IS NULL OR c.gpu_seconds = 0
+        CASE WHEN ap.profile_priced OR c.sharing IS NULL OR c.gpu_seconds = 0
                 OR c.physical_gpu_seconds IS NULL THEN c.busy_gpu_seconds
              ELSE CAST(c.busy_gpu_seconds * c.physical_gpu_seconds / c.gpu_seconds
                        AS DECIMAL(38, 6)) END AS charged_busy
     FROM charged AS c
-    LEFT JOIN rate_choice AS r
-        ON r.day = c.day AND r.domain = c.domain AND r.gpu_model IS NOT DISTINCT FROM c.gpu_model
-        AND r.qos = coalesce(c.qos, '')
-    LEFT JOIN rate_choice AS p
-        ON c.slice_profile IS NOT NULL AND p.day = c.day AND p.domain = c.domain
-        AND p.gpu_model = c.slice_profile AND p.qos = coalesce(c.qos, '')
+    INNER JOIN allocation_prices AS ap
+        ON ap.day = c.day AND ap.domain = c.domain AND ap.source_key = c.source_key
+        AND ap.node = c.node AND ap.start_ts = c.start_ts
 ),
 
 periods AS (

@@ -14,10 +14,17 @@
 --   cost is 0): slow work is work, whose GPU-time stays the owner's charge; the GPU-time held is
 --   in `detail`. One GPU-second is thus never in two incidents.
 -- Columns: the candidate layout of detect_incidents.sql.
-WITH pieces AS (
+WITH sampled_nodes AS (
+    -- only allocations on nodes with dcgm samples in the scan can be judged at all
+    SELECT DISTINCT node FROM gpu_utilization
+    WHERE bucket_start >= $scan_start AND bucket_start < $scan_end
+),
+
+pieces AS (
     SELECT a.*, n.job_id_raw,
            date_diff('second', a.start_ts, a.end_ts) AS piece_seconds
     FROM allocations AS a
+    SEMI JOIN sampled_nodes AS sn ON sn.node = a.node
     LEFT JOIN slurm_node_allocations AS n
         ON a.domain = 'slurm' AND n.run_key = a.source_key AND n.node = a.node
     WHERE a.day >= $scan_first AND a.day <= $scan_last AND a.gpus > 0

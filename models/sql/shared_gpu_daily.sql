@@ -4,9 +4,8 @@
 --   allocations on days in [$first_day, $end_day), whole GPUs included (sharing 'whole'), so the
 --   share of the estate that runs shared is a ratio of two rows of one table.
 -- Parameters: $first_day, $end_day (DATE, half-open). Reads allocations,
---   allocation_usage_hourly and the temp table rate_choice (rate_for_allocation.sql, the one rate
---   precedence: a priced MIG profile at its own rate per instance-hour, else the GPU model's
---   rate x the physical share, as chargeback.sql).
+--   allocation_usage_hourly and the temp table allocation_prices (allocation_prices.sql, the
+--   one pricing rule the invoice lines use too).
 -- Columns: allocations, slice_seconds (units x seconds), physical_gpu_seconds (charged),
 --   busy_slice_seconds (readings' busy time of the units), amount (exact to the cent once per
 --   row, NULL when a rate is missing), cost_per_busy_slice_hour = amount / busy slice-hours.
@@ -22,22 +21,14 @@ priced AS (
         a.slice_profile, a.gpu_model, a.source_key, a.gpu_seconds,
         coalesce(a.physical_gpu_seconds, a.gpu_seconds) AS physical_gpu_seconds,
         coalesce(u.busy, 0) AS busy,
-        coalesce(p.rate_per_gpu_hour, r.rate_per_gpu_hour) AS rate,
-        CASE WHEN p.rate_per_gpu_hour IS NOT NULL THEN p.currency ELSE r.currency END
-            AS currency,
-        CASE WHEN p.rate_per_gpu_hour IS NOT NULL THEN a.gpu_seconds * 1000
-             ELSE CAST(coalesce(a.physical_gpu_seconds, a.gpu_seconds) * 1000 AS HUGEINT)
-        END AS charged_ms
+        ap.rate_per_gpu_hour AS rate, ap.currency, ap.charged_ms
     FROM allocations AS a
     LEFT JOIN usage AS u
         ON u.day = a.day AND u.domain = a.domain AND u.source_key = a.source_key
         AND u.node = a.node AND u.start_ts = a.start_ts
-    LEFT JOIN rate_choice AS r
-        ON r.day = a.day AND r.domain = a.domain AND r.gpu_model IS NOT DISTINCT FROM a.gpu_model
-        AND r.qos = coalesce(a.qos, '')
-    LEFT JOIN rate_choice AS p
-        ON a.slice_profile IS NOT NULL AND p.day = a.day AND p.domain = a.domain
-        AND p.gpu_model = a.slice_profile AND p.qos = coalesce(a.qos, '')
+    INNER JOIN allocation_prices AS ap
+        ON ap.day = a.day AND ap.domain = a.domain AND ap.source_key = a.source_key
+        AND ap.node = a.node AND ap.start_ts = a.start_ts
     WHERE a.day >= $first_day AND a.day < $end_day
 )
 
