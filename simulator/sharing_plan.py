@@ -227,7 +227,10 @@ class _Planner:
                 pod = self.pod(node, inst.gpu, inst, d + CONFLICT_AT,
                                d + CONFLICT_AT + CONFLICT_FOR, 0)  # pick 0: inference
                 self.holders.extend((job, pod))
-                seconds = CONFLICT_FOR
+                # the instance's fraction of the GPU for the time both held it (the rule of
+                # docs/detectors.md for a MIG instance held twice), to the GPU-second
+                slices = int(inst.profile.split("g.", 1)[0])
+                seconds = round(Fraction(CONFLICT_FOR * slices, GPU_SLICES))
                 incidents.append(Incident(
                     kind="double_scheduled", node=node.name, gpu_uuids=(job.gpu_uuid,),
                     start=pod.start, end=pod.end, gpu_seconds=seconds,

@@ -14,7 +14,8 @@
 -- gpu_seconds: GPU level: the GPUs both held (seen by dcgm-exporter with both holders, or named
 --   by Slurm's indices and the pod's labels; the union when both) x the two ledger intervals'
 --   common seconds; node level: the node's excess GPU-seconds shared by the pair
---   (detect_double_node).
+--   (detect_double_node). A MIG instance held by both (its pod's sharing 'mig'): x the
+--   instance's fraction of the GPU (a 1g.10gb of an H100 for 45 min: 2,700 / 7 GPU-seconds).
 -- Owners: person/team/cost_centre are the owner of the allocation that started later (the one
 --   placed onto GPUs already held), other_* the owner of the one that held them first; the rate
 --   (cost) is the later allocation's: its charge is the duplicate one (docs/detectors.md).
@@ -107,6 +108,9 @@ sides AS (
         k.k8s_namespace, k.job_id AS k8s_job, k.name AS k8s_pod, k.day AS k8s_day,
         k.person AS k_person, k.team AS k_team, k.cost_centre AS k_cost_centre,
         k.gpu_model AS k_gpu_model, k.gpus AS k_gpus,
+        -- a MIG instance held twice wastes its fraction of the GPU (docs/shared-gpus.md)
+        CASE WHEN k.sharing = 'mig' THEN k.capacity_gpus / nullif(k.gpus, 0) END
+            AS k_instance_share,
         fs.first_start AS s_first,
         fk.first_start AS k_first
     FROM merged AS m
@@ -134,7 +138,9 @@ final AS (
         coalesce(len(gpu_uuids), max_excess_gpus) AS gpus,
         start_ts,
         end_ts,
-        gpu_seconds,
+        CASE WHEN evidence_level = 'gpu' AND k_instance_share IS NOT NULL
+            THEN CAST(round(gpu_seconds * k_instance_share) AS BIGINT)
+            ELSE gpu_seconds END AS gpu_seconds,
         slurm_job,
         k8s_namespace || '/' || k8s_job AS k8s_workload,
         -- the later allocation was placed onto GPUs the earlier one held

@@ -129,16 +129,17 @@ split AS (
 ),
 
 shared_gpus AS (
-    -- which physical GPUs a run's shards or MPS units are on: sacct and scontrol do not say
-    -- (scontrol -d prints GRES=shard(CNT:2)); dcgm-exporter's series of those GPUs carry the
-    -- run's JobIDRaw (hpc_job). docs/shared-gpus.md: time-shared GPUs split per GPU
+    -- which physical GPUs a run's shards, MPS units or MIG instances are on: sacct and scontrol
+    -- do not say (scontrol -d prints GRES=shard(CNT:2), and a MIG type's IDX numbers MIG
+    -- devices); dcgm-exporter's series of those GPUs carry the run's JobIDRaw (hpc_job).
+    -- docs/shared-gpus.md: time-shared GPUs split per GPU, the invariant checked per GPU
     SELECT n.run_key, n.node, list_sort(list(DISTINCT u.gpu_uuid)) AS gpu_uuids
     FROM split AS n
     INNER JOIN runs AS r USING (run_key)
     INNER JOIN gpu_utilization AS u
         ON u.node = n.node AND u.hpc_job = CAST(r.job_id_raw AS VARCHAR)
         AND u.bucket_start >= r.start AND u.bucket_start < coalesce(r."end", r.observed_until)
-    WHERE n.sharing IN ('shard', 'mps') AND r.start IS NOT NULL
+    WHERE n.sharing IN ('shard', 'mps', 'mig') AND r.start IS NOT NULL
     GROUP BY ALL
 ),
 

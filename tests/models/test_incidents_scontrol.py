@@ -213,7 +213,8 @@ def test_import_scontrol_twice_changes_nothing_and_keeps_the_rejects(tmp_path, c
                     + _job_block(703, _at(7), _at(9), "5", 1), encoding="utf-8")
     bad_line = next(no for no, line in enumerate(snap.read_text().splitlines(), start=1)
                     if "IDX:7-6" in line)
-    query = "SELECT * FROM slurm_gpu_indices ORDER BY ALL"
+    query = ("SELECT job_id, job_id_raw, node, gpu_index, observed_at FROM slurm_gpu_indices "
+             "ORDER BY ALL")
     tables = {}
     for attempt in range(2):
         assert main(["--db", str(db), "import-scontrol", str(snap)]) == 0
@@ -227,7 +228,7 @@ def test_import_scontrol_twice_changes_nothing_and_keeps_the_rejects(tmp_path, c
     rows, rejects = tables[0]
     got = sorted((r[1], r[3]) for r in rows)  # (job_id_raw, gpu_index)
     assert got == [(701, 0), (701, 1), (701, 4), (703, 5)]
-    assert {r[8] for r in rows} == {_at(9)}  # observed_at: StartTime + RunTime
+    assert {r[4] for r in rows} == {_at(9)}  # observed_at: StartTime + RunTime
     [(source, source_file, line_no, field_name, _, raw)] = rejects
     assert (source, source_file, line_no, field_name) == ("scontrol", str(snap), bad_line,
                                                         "GRES")

@@ -113,14 +113,18 @@ def test_a_conflict_on_one_mig_instance_is_double_scheduling(world):
     assert planted
     with duckdb.connect(str(db), read_only=True) as con:
         found = con.execute(
-            "SELECT node, gpu_uuids, strftime(start_ts, '%Y-%m-%dT%H:%M:%S'), slurm_job "
+            "SELECT node, gpu_uuids, strftime(start_ts, '%Y-%m-%dT%H:%M:%S'), slurm_job, "
+            "gpu_seconds "
             "FROM incidents WHERE kind = 'double_scheduled' AND node LIKE '%mig%' "
             "ORDER BY start_ts").fetchall()
     assert [(f[0], f[1], f[3]) for f in found] == [
         (p["node"], p["gpu_uuids"].split(";"), p["slurm_job"]) for p in planted]
-    # found within one scrape interval of the planted start
+    # found within one scrape interval of the planted start; the wasted GPU-seconds are the
+    # instance's fraction of the GPU over the time both held it
     for f, p in zip(found, planted, strict=True):
         assert abs((_ts(f[2]) - _ts(p["start"])).total_seconds()) <= CONFIG.step_seconds
+        assert abs(f[4] - int(p["gpu_seconds"])) <= CONFIG.step_seconds / 7
+        assert int(p["gpu_seconds"]) < 2700  # 45 minutes of a slice, not of a whole GPU
 
 
 def _ts(text: str) -> datetime:
