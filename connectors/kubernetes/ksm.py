@@ -249,6 +249,17 @@ def pod_gpu_allocations(
     return out
 
 
+def _warn_shared_mig(labels: pl.DataFrame, pods: pl.DataFrame, found: list[str]) -> None:
+    """MIG instances time-sliced too (product ``...-MIG-1g.5gb-SHARED``): read as MIG, each pod
+    charged a whole instance, as their replicas are not modelled yet (docs/shared-gpus.md)."""
+    shared = labels.filter(pl.col("product").str.contains(r"-MIG-.+-SHARED$"))["node"]
+    nodes = sorted(set(shared.to_list()) & set(pods["node"].drop_nulls().to_list()))
+    if nodes:
+        found.append(f"nvidia.com/gpu.product ...-MIG-...-SHARED on {', '.join(nodes)}: "
+                     "time-sliced MIG instances are charged one instance per pod (their "
+                     "replicas are not modelled): up to replicas x the physical share")
+
+
 def _pod_allocations(source: MetricsSource, start: datetime, end: datetime, q0: datetime,
                      q1: datetime, scrape_interval: timedelta | None, names: SharingNames,
                      found: list[str], rejects: list[pl.DataFrame] | None) -> pl.DataFrame:
@@ -280,7 +291,9 @@ def _pod_allocations(source: MetricsSource, start: datetime, end: datetime, q0: 
     lost = pods.filter(pl.col("running").fill_null(False) & pl.col("node").is_null()
                        & (pl.col("gpus") > 0)).select(pl.col("uid").alias("_key"), "ts")
     keep_rejects(rejects, rows.join(lost, on=["_key", "ts"], how="semi"), COMPONENT, NO_NODE)
-    pods = classify(pods, node_labels(source, q0, q1, rejects), names)
+    labels = node_labels(source, q0, q1, rejects)
+    _warn_shared_mig(labels, pods, found)
+    pods = classify(pods, labels, names)
 
     if scrape_interval is None:
         intervals = infer_intervals(pods, ["uid"])

@@ -61,3 +61,17 @@ def test_a_node_relabelled_to_the_single_strategy_starts_a_new_interval(tmp_path
     assert bare  # the capacity line is there throughout
     assert held(out) == [("nvidia_com_gpu", None, None, 1, RUN, 910),
                          ("nvidia_com_gpu", "mig", "1g.5gb", 1, 910, END)]
+
+
+def test_a_time_sliced_mig_instance_is_read_as_mig_with_a_warning(tmp_path):
+    """GFD's product for MIG instances shared by time-slicing ends in -SHARED (k8s-device-plugin
+    docs/gfd_labels.md); their replicas are not modelled, so the ingest says so."""
+    nodes = [ln.but(label_nvidia_com_gpu_product="NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED")
+             if ln.name == "kube_node_labels" else ln for ln in node_lines(MIG_SINGLE)]
+    notes: list[str] = []
+    out = allocations(tmp_path, pod_life(lambda _t: nodes, pod_lines(MIG_SINGLE)), notes=notes)
+    assert held(out) == [("nvidia_com_gpu", "mig", "1g.5gb", 1, RUN, END)]
+    assert [n for n in notes if "-SHARED on " in n and "not modelled" in n]
+    notes.clear()
+    allocations(tmp_path / "plain", shape(MIG_SINGLE), notes=notes)
+    assert not [n for n in notes if "-SHARED" in n]
