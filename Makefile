@@ -21,6 +21,7 @@ demo: $(STAMP)
 
 services:
 	@bash tests/services/install-system-packages.sh
+	@bash scripts/bootstrap-focus-validator.sh  # .venv-focus: FOCUS validator (docs/focus.md)
 
 test: $(STAMP) services
 	$(PY) -m pytest -q

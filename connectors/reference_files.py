@@ -220,3 +220,37 @@ def read_nodes(path: Path) -> tuple[pl.DataFrame, list[Reject]]:
     """Read the GPU inventory (one row per GPU)."""
     frame, rejects = read_csv_checked(path, NODE_COLUMNS, source="nodes")
     return _without_meta(frame).with_columns(pl.col("slurm_partition").fill_null("")), rejects
+
+
+def _email(value: str) -> str:
+    local, at, domain = value.partition("@")
+    if not (local and at and "." in domain) or any(c in value for c in " ,;<>\"'"):
+        msg = f"expected an e-mail address such as alice@example.org, found {value!r}"
+        raise ValueError(msg)
+    return value
+
+
+CONTACT_COLUMNS = [
+    Column("kind", _one_of(("person", "team")), pl.String),
+    Column("name", _text, pl.String),
+    Column("email", _email, pl.String),
+]
+
+
+def read_contacts(path: Path) -> tuple[pl.DataFrame, list[Reject]]:
+    """Read the alert contacts (``kind,name,email``: kind person|team; docs/alerts.md). A name
+    listed twice under one kind is a reject naming the earlier line."""
+    frame, rejects = read_csv_checked(path, CONTACT_COLUMNS, source="contacts")
+    seen: dict[tuple[str, str], int] = {}
+    keep: list[int] = []
+    for row in frame.iter_rows(named=True):
+        ident = (row["kind"], row["name"])
+        if ident in seen:
+            rejects.append(Reject("contacts", str(path.resolve()), row["_line"], "name",
+                                  f"expected one address per {row['kind']} {row['name']!r}, "
+                                  f"found a second (first on line {seen[ident]})", row["_raw"]))
+            continue
+        seen[ident] = row["_line"]
+        keep.append(row["_line"])
+    rejects.sort(key=lambda r: r.line_no)
+    return _without_meta(frame.filter(pl.col("_line").is_in(keep))), rejects

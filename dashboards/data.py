@@ -662,6 +662,16 @@ def incidents_list(first: date, end: date, kinds: list[str]) -> pl.DataFrame:
     )
 
 
+def incident_by_id(incident_id: str) -> pl.DataFrame:
+    """One incident by its id (a dashboard link: ``/incidents?incident=<id>``), whatever its
+    day; empty when unknown or not the viewer's."""
+    return query(
+        f"SELECT {_incident_select()} FROM incidents WHERE incident_id = $incident_id "
+        f"AND {_incident_scope()}",
+        _scoped(incident_id=incident_id),
+    )
+
+
 def node_allocations(node: str, start: object, end: object) -> pl.DataFrame:
     """Both schedulers' allocations on one node overlapping ``[start, end)``, one row per job or
     pod (its per-day pieces joined back together)."""
@@ -769,3 +779,55 @@ def shared_gpus(first: date, end: date) -> pl.DataFrame:
         "FROM t ORDER BY sharing = 'whole', sharing, slice_profile, currency",
         {"first": first, "end": end},
     )
+
+
+# --- Kueue quota history (kueue_quota_hourly / _weekly; docs/kubernetes.md) ----------------
+
+def kueue_quota_weeks() -> pl.DataFrame:
+    """The ISO weeks with Kueue quota rows, latest first (cluster-wide)."""
+    _cluster_wide()
+    return query("SELECT DISTINCT week_start, week FROM kueue_quota_weekly "
+                 "ORDER BY week_start DESC")
+
+
+def kueue_quota_week(week_start: date) -> pl.DataFrame:
+    """One ISO week of ``kueue_quota_weekly``: per ClusterQueue and cohort, flavor and
+    resource, quota used, borrowed and lent GPU-hours, pending hours, known hours."""
+    _cluster_wide()
+    return query(
+        "SELECT cluster, scope, cohort, cluster_queue, flavor, resource, "
+        "quota_used_share, nominal_gpu_hours, usage_gpu_hours, reservation_gpu_hours, "
+        "borrowed_gpu_hours, lendable_gpu_hours, lent_gpu_hours, "
+        "pending_active_seconds / 3600 AS pending_active_hours, "
+        "pending_inadmissible_seconds / 3600 AS pending_inadmissible_hours, "
+        "known_hours, hours FROM kueue_quota_weekly WHERE week_start = $week "
+        "ORDER BY cluster, scope DESC, cohort, cluster_queue, flavor, resource",
+        {"week": week_start})
+
+
+def kueue_quota_hours(week_start: date, cluster: str, cluster_queue: str) -> pl.DataFrame:
+    """A ClusterQueue's hours of the week: mean GPUs in use, reserved and its nominal quota
+    (GPU-hours over the hour's covered time; NULL for an hour without samples), per flavor."""
+    _cluster_wide()
+    return query(
+        "SELECT hour_start, flavor, resource, known, "
+        "usage_gpu_hours * 3600 / nullif(covered_seconds, 0) AS usage_gpus, "
+        "reservation_gpu_hours * 3600 / nullif(covered_seconds, 0) AS reservation_gpus, "
+        "nominal_gpu_hours * 3600 / nullif(covered_seconds, 0) AS nominal_gpus "
+        "FROM kueue_quota_hourly WHERE scope = 'queue' AND cluster = $cluster "
+        "AND cluster_queue = $queue AND hour_start >= $week "
+        "AND hour_start < $week + INTERVAL 7 DAY ORDER BY hour_start, flavor, resource",
+        {"week": week_start, "cluster": cluster, "queue": cluster_queue})
+
+
+def slurm_gpu_hours_by_account(first: date, end: date) -> pl.DataFrame:
+    """The Slurm side over ``[first, end)`` from the ledger: physical GPU-hours charged per
+    cluster and Slurm account (allocations, cluster-wide), to read beside Kueue's quota."""
+    _cluster_wide()
+    return query(
+        "SELECT cluster, coalesce(slurm_account, '(none)') AS slurm_account, "
+        "sum(coalesce(physical_gpu_seconds, gpu_seconds))::DOUBLE / 3600 AS gpu_hours, "
+        "count(DISTINCT job_id) AS jobs FROM allocations "
+        "WHERE domain = 'slurm' AND day >= $first AND day < $end "
+        "GROUP BY ALL ORDER BY cluster, gpu_hours DESC, slurm_account",
+        {"first": first, "end": end})

@@ -29,6 +29,7 @@ from models.incidents import (
     build_incidents,
     idle_rules_with,
 )
+from models.kueue_quota import build_kueue_quota
 from models.quality import build_data_quality
 from models.runner import LedgerIncomplete, PublishFailed, connect, publish_snapshot
 
@@ -270,12 +271,14 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
             provisional = build_data_quality(
                 con, a, b, settings.site.quality if settings.site is not None else None)
             lines = build.build_chargeback(con, a, b)
+            quota = build_kueue_quota(con, a, b)  # Kueue quota history (docs/kubernetes.md)
             found = build_incidents(con, a, b, idle_rules=idle_rules_with(
                 settings.site.idle if settings.site is not None else None,
                 args.idle_threshold, args.idle_min_minutes))  # flags over the site's policies
             progress.note(f"  allocations: {rows} rows; gpu_usage_hourly: {hourly} rows; "
                           f"chargeback: {lines} lines (day, week, month); "
-                          f"provisional cluster-days: {provisional}\n  {found.summary()}")
+                          f"provisional cluster-days: {provisional}; "
+                          f"kueue_quota_hourly: {quota} rows\n  {found.summary()}")
             progress.advance()
         progress.finish()
         build.finish_build(con, first, last)
@@ -499,6 +502,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the site file (default: the global --config, GPULEDGER_CONFIG or "
                    "./gpuledger.toml)")
     p.set_defaults(handler=cmd_doctor)
+    from gpuledger import cli_alerts  # alerts run|digest (docs/alerts.md)
+    cli_alerts.register(sub)
+    from gpuledger import cli_export  # `export focus` (docs/focus.md)
+    cli_export.register(sub)
     return parser
 
 

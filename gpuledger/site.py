@@ -16,6 +16,8 @@ from connectors.gpu_sharing import SharingNames
 from gpuledger.config import DEFAULT_CONFIG, DEFAULT_GPU_RESOURCES
 
 if TYPE_CHECKING:
+    from gpuledger.focus_export import FocusSite
+    from gpuledger.site_alerts import AlertsSite
     from models.incidents import IdleRules
 
 SLURM_MODES = ("sacct", "dump")
@@ -153,6 +155,10 @@ class Site:
     sharing: SharingNames = field(default_factory=SharingNames)
     # [gpuledger.idle] and its [[gpuledger.idle.policy]] entries; None: the detectors' defaults
     idle: "IdleRules | None" = None
+    # [gpuledger.alerts] (gpuledger/site_alerts.py; docs/alerts.md); None: no table
+    alerts: "AlertsSite | None" = None
+    # [gpuledger.focus] (gpuledger/focus_export.py; docs/focus.md): FOCUS export names
+    focus: "FocusSite | None" = None
 
     def cluster(self, name: str) -> ClusterSite:
         for c in self.clusters:
@@ -485,6 +491,17 @@ def _idle(t: _Table | None, clusters: tuple[ClusterSite, ...]) -> "IdleRules | N
     return IdleRules(default, tuple(policies))
 
 
+def _alerts(t: _Table | None, schedules: object) -> "AlertsSite | None":
+    from gpuledger.site_alerts import parse_alerts
+    zone = schedules.get("timezone", "UTC") if isinstance(schedules, dict) else "UTC"
+    return None if t is None else parse_alerts(t, schedule_timezone=str(zone or "UTC"))
+
+
+def _focus(t: _Table | None, clusters: tuple[ClusterSite, ...]) -> "FocusSite":
+    from gpuledger.focus_export import parse_focus_table  # docs/focus.md
+    return parse_focus_table(t, clusters)
+
+
 def load_site(path: Path | str) -> Site:
     """Read and validate a site file (``SiteError`` names the file and key)."""
     path = Path(path)
@@ -538,6 +555,8 @@ def load_site(path: Path | str) -> Site:
         quality=_quality(top.sub("quality")),
         sharing=_sharing(top.sub("sharing")),
         idle=_idle(top.sub("idle"), tuple(clusters)),
+        alerts=_alerts(top.sub("alerts"), top.data.get("schedules")),
+        focus=_focus(top.sub("focus"), tuple(clusters)),
     )
     top.done()
     return site

@@ -29,6 +29,7 @@ from models.runner import transaction, unfinished_builds
 from models.schema import (
     CHARGEBACK,
     CLOSED_PERIODS,
+    FROZEN_ALLOCATION_CHARGES,
     FROZEN_INVOICE_LINES,
     INVOICE_ADJUSTMENTS,
 )
@@ -126,6 +127,13 @@ def _checksum(con: duckdb.DuckDBPyConnection, period: str, revision: int) -> str
             f"SELECT {adjustment_columns} FROM {INVOICE_ADJUSTMENTS.name} WHERE period = ? "
             "ORDER BY ALL", [period]).fetchall():
         digest.update(("A|" + "|".join("" if v is None else str(v) for v in row) + "\n").encode())
+    # the allocation-level charges frozen with it (models/focus.py); a close from before they
+    # were frozen has none, so its checksum stays what it was
+    charge_columns = ", ".join(f'"{c}"' for c in FROZEN_ALLOCATION_CHARGES.column_names)
+    for row in con.execute(
+            f"SELECT {charge_columns} FROM {FROZEN_ALLOCATION_CHARGES.name} "
+            "WHERE closed_period = ? AND revision = ? ORDER BY ALL", [period, revision]).fetchall():
+        digest.update(("C|" + "|".join("" if v is None else str(v) for v in row) + "\n").encode())
     return digest.hexdigest()
 
 
@@ -241,6 +249,7 @@ def close_week(
     """
     from gpuledger.report.weeks import parse_iso_week  # one spelling of weeks
     from models.build import build_chargeback
+    from models.focus import freeze_charges
 
     week = parse_iso_week(period)
     monday, end = week.monday, week.end
@@ -301,6 +310,8 @@ def close_week(
             f"INSERT INTO {FROZEN_INVOICE_LINES.name} (closed_period, revision, {columns}) "
             f"SELECT ?, ?, {columns} FROM chargeback_periods WHERE period_kind IN ('day', 'week') "
             "AND period_start >= ? AND period_start < ?", [week.name, revision, monday, end])
+        # and the allocation pieces they charge, for the week's FOCUS file (docs/focus.md)
+        freeze_charges(con, week.name, revision, monday, end)
         con.execute(
             f"INSERT INTO {CLOSED_PERIODS.name} BY NAME SELECT ? AS period, ? AS period_start, "
             "? AS period_end, ? AS revision, ? AS closed_at, ? AS closed_by, ? AS run_id, "

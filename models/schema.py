@@ -761,6 +761,8 @@ KUEUE_PENDING = Table(
         ("last", "DOUBLE"),
         ("workload_seconds", "DOUBLE"),
         ("samples", "BIGINT"),
+        ("pending_seconds", "DOUBLE"),  # seconds with > 0 pending (gap-aware)
+        ("covered_seconds", "DOUBLE"),  # seconds the samples stand for
     ),
     key=("cluster", "window_start", "cluster_queue", "status"),
     doc="kueue_pending_workloads per hour, ClusterQueue and status (active, inadmissible).",
@@ -812,6 +814,10 @@ KUEUE_QUEUE_RESOURCES = Table(
         ("max", "DOUBLE"),
         ("last", "DOUBLE"),
         ("samples", "BIGINT"),
+        ("value_seconds", "DOUBLE"),  # time-weighted: value x seconds each sample stands for
+        ("covered_seconds", "DOUBLE"),  # seconds the samples stand for
+        ("above_nominal_seconds", "DOUBLE"),  # usage rows: borrowed GPU-seconds, per scrape
+        ("lendable_seconds", "DOUBLE"),  # usage rows: unused nominal, capped by lending limit
     ),
     key=("cluster", "metric", "window_start", "cluster_queue", "flavor", "resource"),
     doc="ClusterQueue GPU usage, reservation, nominal quota, borrowing and lending limits per "
@@ -983,6 +989,63 @@ SHARED_GPU_DAILY = Table(
     "cost per busy slice-hour read off one table.",
 )
 
+# --- Kueue quota history (models/kueue_quota.py; docs/kubernetes.md "Kueue quota history") ---
+
+_KUEUE_QUOTA_FIGURES = (
+    ("covered_seconds", "DOUBLE"),  # seconds the quota gauges covered (cohort: its queues' max)
+    ("nominal_gpu_hours", "DOUBLE"),  # time-weighted nominal quota
+    ("usage_gpu_hours", "DOUBLE"),
+    ("reservation_gpu_hours", "DOUBLE"),
+    ("borrowed_gpu_hours", "DOUBLE"),  # usage above nominal quota
+    ("lendable_gpu_hours", "DOUBLE"),  # unused nominal quota, capped by the lending limit
+    ("lent_gpu_hours", "DOUBLE"),  # of the lendable, what the cohort's borrowers took
+    ("quota_used_share", "DOUBLE"),  # usage / nominal GPU-hours; null when nominal is 0
+    ("pending_active_seconds", "DOUBLE"),  # seconds with > 0 active pending (queues only)
+    ("pending_inadmissible_seconds", "DOUBLE"),
+)
+
+KUEUE_QUOTA_HOURLY = Table(
+    "kueue_quota_hourly",
+    (
+        ("day", "DATE"),
+        ("hour_start", "TIMESTAMP"),
+        ("cluster", "VARCHAR"),
+        ("scope", "VARCHAR"),  # queue | cohort
+        ("cohort", "VARCHAR"),  # cohort rows: the cohort, or a queue without one: its name
+        ("cluster_queue", "VARCHAR"),  # null on cohort rows
+        ("flavor", "VARCHAR"),
+        ("resource", "VARCHAR"),
+        ("known", "BOOLEAN"),  # false: no samples that hour (figures null, never 0 %)
+        ("borrowing_limit_gpus", "DOUBLE"),  # last in the hour; null when unset (±Inf, none)
+        ("lending_limit_gpus", "DOUBLE"),
+        *_KUEUE_QUOTA_FIGURES,
+    ),
+    key=("cluster", "hour_start", "scope", "cohort", "cluster_queue", "flavor", "resource"),
+    doc="Kueue quota per UTC hour for each ClusterQueue and cohort (GPU resources, per "
+    "flavor): nominal quota, usage, reservation, borrowed and lent GPU-hours, share of quota "
+    "used, seconds with pending workloads and the seconds covered (docs/kubernetes.md).",
+)
+
+KUEUE_QUOTA_WEEKLY = Table(
+    "kueue_quota_weekly",
+    (
+        ("week_start", "DATE"),  # Monday (ISO week)
+        ("week", "VARCHAR"),  # YYYY-Www
+        ("cluster", "VARCHAR"),
+        ("scope", "VARCHAR"),
+        ("cohort", "VARCHAR"),
+        ("cluster_queue", "VARCHAR"),
+        ("flavor", "VARCHAR"),
+        ("resource", "VARCHAR"),
+        ("hours", "BIGINT"),  # hourly rows of the week
+        ("known_hours", "BIGINT"),  # of them with samples; figures are theirs
+        *_KUEUE_QUOTA_FIGURES,
+    ),
+    key=("cluster", "week_start", "scope", "cohort", "cluster_queue", "flavor", "resource"),
+    doc="kueue_quota_hourly summed per ISO week over its known hours; quota_used_share is the "
+    "week's usage over nominal GPU-hours (\"average % of quota used\").",
+)
+
 # --- closed periods (models/closing.py; docs/accounting.md "Closed periods and adjustments") ---
 
 CLOSED_PERIODS = Table(
@@ -1045,6 +1108,53 @@ INVOICE_ADJUSTMENTS = Table(
     "invoice line key, carried by the next open week (period): the rebuilt line minus the "
     "frozen line minus adjustments already carried by closed weeks. Signed GPU-seconds and "
     "amount; reason and run say why and who.",
+)
+
+# the allocation-level charges of a closed week, frozen by the close (models/focus.py,
+# models/sql/focus_charges.sql; docs/focus.md): its FOCUS file reproduces what was issued
+FROZEN_ALLOCATION_CHARGES = Table(
+    "frozen_allocation_charges",
+    (
+        ("closed_period", "VARCHAR"),
+        ("revision", "INTEGER"),
+        ("day", "DATE"),
+        ("domain", "VARCHAR"),
+        ("cluster", "VARCHAR"),
+        ("source_key", "VARCHAR"),
+        ("job_id", "VARCHAR"),
+        ("name", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("start_ts", "TIMESTAMP"),
+        ("end_ts", "TIMESTAMP"),
+        ("physical_gpu_model", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),  # the model priced (a MIG profile the rate card prices)
+        ("profile_priced", "BOOLEAN"),
+        ("sharing", "VARCHAR"),
+        ("slice_profile", "VARCHAR"),
+        ("slices", "BIGINT"),
+        ("gpus", "BIGINT"),
+        ("gpu_seconds", "BIGINT"),
+        ("slurm_user", "VARCHAR"),
+        ("slurm_account", "VARCHAR"),
+        ("qos", "VARCHAR"),
+        ("k8s_namespace", "VARCHAR"),
+        ("kueue_queue", "VARCHAR"),
+        ("person", "VARCHAR"),
+        ("team", "VARCHAR"),
+        ("cost_centre", "VARCHAR"),
+        ("rate_valid_from", "DATE"),
+        ("rate_per_gpu_hour", "DECIMAL(18,6)"),
+        ("currency", "VARCHAR"),
+        ("charged_ms", "BIGINT"),
+        ("measured_gpu_seconds", "DECIMAL(38,6)"),
+        ("busy_gpu_seconds", "DECIMAL(38,6)"),
+    ),
+    key=("closed_period", "revision", "day", "domain", "source_key", "node", "start_ts"),
+    doc="The allocation pieces (a Slurm run or pod on one node and UTC day) a closed week's "
+    "invoice lines charged, as they were at its close (revision of closed_periods): the FOCUS "
+    "export of a closed week reads them, so it reproduces what was issued (docs/focus.md). "
+    "charged_ms is what the rate multiplies; per invoice line they sum to its gpu_seconds and "
+    "amount. A week closed before this table existed has none (exported at line grain).",
 )
 
 # --- hourly usage (models/sql/gpu_usage_hourly*.sql, node_usage_hourly.sql) ---
@@ -1278,12 +1388,98 @@ BRIDGE_PAIRS = Table(
     "one workload (charged once, kubernetes domain, to the pod's owner), not a conflict.",
 )
 
+# --- alerts to the owners of idle GPUs (gpuledger/alerts/, docs/alerts.md)
+
+ALERT_LOG = Table(
+    "alert_log",
+    (
+        ("attempt_id", "VARCHAR"),
+        ("alert_key", "VARCHAR"),
+        ("kind", "VARCHAR"),
+        ("family", "VARCHAR"),
+        ("domain", "VARCHAR"),
+        ("cluster", "VARCHAR"),
+        ("allocation", "VARCHAR"),
+        ("workload", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("gpus", "VARCHAR[]"),
+        ("incident_start", "TIMESTAMP"),
+        ("idle_since", "TIMESTAMP"),
+        ("as_of", "TIMESTAMP"),
+        ("idle_minutes", "DOUBLE"),
+        ("gpu_hours_idle", "DOUBLE"),
+        ("cost", "DECIMAL(18,2)"),
+        ("currency", "VARCHAR"),
+        ("person", "VARCHAR"),
+        ("team", "VARCHAR"),
+        ("cost_centre", "VARCHAR"),
+        ("recipients_to", "VARCHAR[]"),
+        ("recipients_cc", "VARCHAR[]"),
+        ("recipient_source", "VARCHAR"),
+        ("link", "VARCHAR"),
+        ("dry_run", "BOOLEAN"),
+        ("status", "VARCHAR"),
+        ("detail", "VARCHAR"),
+        ("logged_at", "TIMESTAMP"),
+        ("finished_at", "TIMESTAMP"),
+    ),
+    key=("attempt_id",),
+    doc="Every alert gpuledger meant to send (one row per attempt): the dedupe key (family, "
+    "allocation, node, incident start, level), what it said, to whom (recipient_source: "
+    "person, team or admins), and the outcome: status pending (intent recorded, delivery "
+    "under way or interrupted), sent, failed (retried next tick) or dry_run (logged only).",
+)
+
+ALERT_DELIVERIES = Table(
+    "alert_deliveries",
+    (
+        ("attempt_id", "VARCHAR"),
+        ("alert_key", "VARCHAR"),
+        ("channel", "VARCHAR"),
+        ("ok", "BOOLEAN"),
+        ("detail", "VARCHAR"),
+        ("finished_at", "TIMESTAMP"),
+    ),
+    key=("attempt_id", "channel"),
+    doc="Per alert attempt and channel (smtp, webhook) the outcome of the delivery: the "
+    "server's reply, the HTTP status or the error.",
+)
+
+ALERT_ACTIONS = Table(
+    "alert_actions",
+    (
+        ("action_id", "VARCHAR"),
+        ("alert_key", "VARCHAR"),
+        ("domain", "VARCHAR"),
+        ("cluster", "VARCHAR"),
+        ("allocation", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("command", "VARCHAR[]"),
+        ("dry_run", "BOOLEAN"),
+        ("status", "VARCHAR"),
+        ("exit_code", "INTEGER"),
+        ("stdout_tail", "VARCHAR"),
+        ("stderr_tail", "VARCHAR"),
+        ("started_at", "TIMESTAMP"),
+        ("finished_at", "TIMESTAMP"),
+    ),
+    key=("action_id",),
+    doc="The action hook ([gpuledger.alerts.action]): the command run once per idle incident "
+    "(never through a shell), its exit code and the tails of its output; status pending, "
+    "done, failed, timeout or dry_run (logged, not run).",
+)
+
+ALERT_TABLES: tuple[Table, ...] = (ALERT_LOG, ALERT_DELIVERIES, ALERT_ACTIONS)
+
 ALL_TABLES: tuple[Table, ...] = (
+    KUEUE_QUOTA_HOURLY,
+    KUEUE_QUOTA_WEEKLY,
     CHARGEBACK,
     SHARED_GPU_DAILY,
     CLOSED_PERIODS,
     FROZEN_INVOICE_LINES,
     INVOICE_ADJUSTMENTS,
+    FROZEN_ALLOCATION_CHARGES,
     ALLOCATIONS,
     ALLOCATION_USAGE_HOURLY,
     GPU_USAGE_HOURLY,
@@ -1316,6 +1512,7 @@ ALL_TABLES: tuple[Table, ...] = (
     INCIDENTS,
     BRIDGE_PAIRS,
     DATA_QUALITY_DAYS,
+    *ALERT_TABLES,
 )
 
 

@@ -20,6 +20,10 @@ counter or in the pending gauge, a bucket without a numeric ``le``. Optional met
 absent (ClusterQueue quota gauges need ``metrics.enableClusterQueueResources``) give empty
 frames and a warning. Kueue keeps raw resource names: ``resource="nvidia.com/gpu"`` (KSM:
 ``nvidia_com_gpu``); the GPU resource names are a parameter (a DRA logical name is one).
+
+Gauges are also time-weighted (``value_seconds``, ``covered_seconds``; ``pending_seconds``: time
+with > 0 pending), and the quota gauges' usage rows carry the GPU-seconds above nominal quota and
+the lendable unused quota, computed scrape by scrape (docs/kubernetes.md "Kueue quota history").
 """
 
 from __future__ import annotations
@@ -280,6 +284,8 @@ def _gauge_windows(
         pl.col("value").sort_by("ts").last().alias("last"),
         (pl.col("value") * pl.col("secs")).sum().alias("workload_seconds"),
         pl.len().cast(pl.Int64).alias("samples"),
+        pl.col("secs").sum().alias("covered_seconds"),
+        pl.col("secs").filter(pl.col("value") > 0).sum().alias("positive_seconds"),
     )
 
 
@@ -304,6 +310,7 @@ def kueue_pending_workloads(
                          metric=PRESENCE_METRIC, notes=warnings)
     if out.height == 0:
         return empty(KUEUE_PENDING_SCHEMA)
+    out = out.rename({"positive_seconds": "pending_seconds"})
     return conform(out, KUEUE_PENDING_SCHEMA).sort(
         ["window_start", "cluster_queue", "status"], nulls_last=True)
 
@@ -331,6 +338,7 @@ def kueue_cluster_queue_resources(
     wanted = _promql_any(resources)
     by = ["cohort", "cluster_queue", "flavor", "resource"]
     parts = []
+    kept: dict[str, pl.DataFrame] = {}
     for short, metric in QUEUE_RESOURCE_GAUGES:
         # the resource may sit in exported_resource (honor_labels: false): one read for each
         reads = [source.raw_samples(f'{metric}{{{key}=~"{wanted}"}}', start, end)
@@ -342,13 +350,59 @@ def kueue_cluster_queue_resources(
             _warn(warnings, f"{metric}{{resource={_shown(resources)}}}: no samples in "
                             f"[{start}, {end}) (needs metrics.enableClusterQueueResources)")
             continue
+        kept[short] = mine
         out = _gauge_windows(mine, by, start, end, window, metric=metric, notes=warnings)
         if out.height:
             parts.append(out.with_columns(metric=pl.lit(short)))
     if not parts:
         return empty(KUEUE_QUEUE_RESOURCE_SCHEMA)
-    out = conform(pl.concat(parts, how="diagonal_relaxed"), KUEUE_QUEUE_RESOURCE_SCHEMA)
+    out = pl.concat(parts, how="diagonal_relaxed").rename({"workload_seconds": "value_seconds"})
+    out = _with_quota_balance(out, kept, by, start, end, window)
+    out = conform(out, KUEUE_QUEUE_RESOURCE_SCHEMA)
     return out.sort(["metric", "window_start", "cluster_queue", "flavor"], nulls_last=True)
+
+
+def _with_quota_balance(
+    out: pl.DataFrame, kept: dict[str, pl.DataFrame], by: list[str], start: datetime,
+    end: datetime, window: timedelta,
+) -> pl.DataFrame:
+    """`out` with ``above_nominal_seconds`` and ``lendable_seconds`` on its usage rows.
+
+    Both are computed per scrape, from the usage sample and the nominal quota (and lending
+    limit) sample of the same scrape of the same series, before time-weighting: an hour that
+    borrows for 30 min and idles for 30 min nets out in hourly means, not here. A lending limit
+    of ±Inf (or none) means unset: all unused nominal quota is lendable."""
+    usage, nominal = kept.get("usage"), kept.get("nominal_quota")
+    if usage is None or nominal is None:
+        return out
+    key = sorted((set(usage.columns) & set(nominal.columns)) - {"value", "__name__"})
+    both = usage.join(nominal.select(*key, pl.col("value").alias("_nominal")), on=key,
+                      how="inner", nulls_equal=True)
+    lending = kept.get("lending_limit")
+    if lending is not None and set(key) <= set(lending.columns):
+        both = both.join(lending.select(*key, pl.col("value").alias("_lending")), on=key,
+                         how="left", nulls_equal=True)
+    else:
+        both = both.with_columns(_lending=pl.lit(None, dtype=pl.Float64))
+    if both.height == 0:
+        return out
+    unused = pl.max_horizontal(pl.col("_nominal") - pl.col("value"), pl.lit(0.0))
+    limit = pl.when(pl.col("_lending").is_finite()).then(pl.col("_lending")).otherwise(None)
+    derived = {
+        "above_nominal_seconds": pl.max_horizontal(pl.col("value") - pl.col("_nominal"),
+                                                   pl.lit(0.0)),
+        "lendable_seconds": pl.min_horizontal(unused, limit.fill_null(unused)),
+    }
+    for name, expr in derived.items():
+        raw = both.with_columns(value=expr).drop("_nominal", "_lending")
+        windows = _gauge_windows(raw, by, start, end, window)  # usage already noted
+        if windows.height == 0:
+            continue
+        out = out.join(
+            windows.select(*by, "window_start", pl.col("workload_seconds").alias(name))
+            .with_columns(metric=pl.lit("usage")),
+            on=["metric", *by, "window_start"], how="left", nulls_equal=True)
+    return out
 
 
 def _shown(resources: tuple[str, ...]) -> str:

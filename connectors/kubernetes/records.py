@@ -132,6 +132,8 @@ KUEUE_PENDING_SCHEMA = {
     "last": pl.Float64,
     "workload_seconds": pl.Float64,  # sum of value x seconds each sample stands for (gap-aware)
     "samples": pl.Int64,
+    "pending_seconds": pl.Float64,  # seconds with value > 0 (gap-aware, like workload_seconds)
+    "covered_seconds": pl.Float64,  # seconds the samples stand for (gap-aware)
 }
 
 KUEUE_WAIT_BUCKET_SCHEMA = {
@@ -164,6 +166,12 @@ KUEUE_QUEUE_RESOURCE_SCHEMA = {
     "max": pl.Float64,
     "last": pl.Float64,
     "samples": pl.Int64,
+    # time-weighted: sum of value x seconds each sample stands for (gap-aware; ±Inf kept)
+    "value_seconds": pl.Float64,
+    "covered_seconds": pl.Float64,  # seconds the samples stand for (gap-aware)
+    # usage rows only, per scrape against the same scrape's nominal quota (else null):
+    "above_nominal_seconds": pl.Float64,  # max(usage - nominal, 0) x seconds: borrowed
+    "lendable_seconds": pl.Float64,  # min(max(nominal - usage, 0), lending limit) x seconds
 }
 
 

@@ -1,6 +1,6 @@
 """Incidents: double-scheduled GPUs and idle allocations, with owners, cost and evidence."""
 
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 
 import polars as pl
 import streamlit as st
@@ -12,6 +12,16 @@ from models.incidents import KINDS
 # findings that waste nothing by the rules (docs/detectors.md): counted, never costed
 NOT_WASTE = frozenset({"low_efficiency"})
 MARGIN = timedelta(hours=1)
+LINK_KEYS = ("incident", "node", "job", "pod", "day", "kind", "person")
+
+
+def link_day(link: dict[str, str], days: tuple[date, date]) -> date:
+    """The link's day when it is one the ledger covers, else the last day."""
+    try:
+        wanted = date.fromisoformat(link.get("day", ""))
+    except ValueError:
+        return days[1]
+    return wanted if days[0] <= wanted <= days[1] else days[1]
 
 
 def timeline(node: str, window_start: datetime, window_end: datetime,
@@ -43,8 +53,35 @@ def timeline(node: str, window_start: datetime, window_end: datetime,
                  key="in_node_allocations")
 
 
+def link_filter() -> dict[str, str]:
+    """What a link asks to show (alert messages link here, docs/alerts.md):
+    ``?incident=<id>``, or ``?node=&job=`` / ``?node=&pod=ns/name`` (with ``day=YYYY-MM-DD``)
+    for an alert whose incident the ledger has not built yet, ``?kind=&person=`` (digest)."""
+    return {k: str(v) for k, v in st.query_params.to_dict().items()
+            if k in LINK_KEYS and str(v).strip()}
+
+
+def apply_link(frame: pl.DataFrame, link: dict[str, str]) -> pl.DataFrame:
+    """The incidents the link names (node lists such as "a;b" match any of their nodes)."""
+    if "node" in link:
+        frame = frame.filter(pl.col("node").str.split(";").list.contains(link["node"]))
+    if "job" in link:
+        frame = frame.filter(pl.col("slurm_job") == link["job"])
+    if "pod" in link:
+        frame = frame.filter(pl.col("k8s_workload") == link["pod"])
+    for key in ("kind", "person"):
+        if key in link:
+            frame = frame.filter(pl.col(key) == link[key])
+    return frame
+
+
 st.title("Incidents")
 freshness_line()
+link = link_filter()
+if link:
+    shown_link = ", ".join(f"{k} {v}" for k, v in link.items())
+    st.info(f"Showing what the link names: {shown_link}. Open the page without the link's "
+            "query to see every incident.")
 
 days = data.allocation_days()
 if days is None:
@@ -60,6 +97,16 @@ if not data.incidents_available():
 else:
     kinds = st.multiselect("Kinds", KINDS, placeholder="all kinds", key="in_kinds")
     incidents = data.incidents_list(start, end, kinds)
+    if "incident" in link:  # wherever its day lies
+        incidents = data.incident_by_id(link["incident"])
+        if incidents.is_empty():
+            st.warning(f"No incident {link['incident']} that you may see (rebuilt since the "
+                       "link was sent? the detectors' ids are stable for unchanged data).")
+    elif link:
+        incidents = apply_link(incidents, link)
+        if incidents.is_empty():
+            st.caption("The ledger has no incident for the link yet (a live alert comes "
+                       "before the day is built): the node's timeline is below.")
     by_kind = incidents.group_by("kind").agg(
         pl.len().alias("incidents"), (pl.col("gpu_seconds").sum() / 3600).alias("gpu_hours"),
     )
@@ -114,6 +161,8 @@ if not incidents.is_empty():
     kinds_listed = incidents["kind"].to_list()
     default = (kinds_listed.index("double_scheduled") + 1 if "double_scheduled" in kinds_listed
                else 1)
+    if link and "incident" not in link and "node" in link:
+        default = 0  # the link's node and day below, not an incident's
     choice = st.selectbox("Incident", range(len(labels)), index=default,
                           format_func=labels.__getitem__, key="in_focus")
     focus = incidents.row(choice - 1, named=True) if choice > 0 else None
@@ -124,9 +173,11 @@ if focus is not None and focus["start_ts"] is not None and focus["node"]:
 else:
     nodes = data.allocated_nodes()
     cols = st.columns(2)
-    node = cols[0].selectbox("Node", nodes, key="in_node")
-    day = cols[1].date_input("Day (UTC)", value=days[1], min_value=days[0], max_value=days[1],
-                             key="in_day")
+    wanted = link.get("node")
+    node = cols[0].selectbox("Node", nodes, key="in_node",
+                             index=nodes.index(wanted) if wanted in nodes else 0)
+    day = cols[1].date_input("Day (UTC)", value=link_day(link, days), min_value=days[0],
+                             max_value=days[1], key="in_day")
     window_start = datetime.combine(day, time())
     window_end = window_start + timedelta(days=1)
 spans = (incidents.filter(pl.col("node").str.split(";").list.contains(node))

@@ -1,6 +1,8 @@
 """Utilization for operators: allocated and busy fractions, shared GPUs, nodes over time, queue
 waits."""
 
+from datetime import timedelta
+
 import polars as pl
 import streamlit as st
 
@@ -40,6 +42,81 @@ def wait_section(source: str, title: str, group_label: str) -> None:
     ).select("grp", "waits", "p50_min", "p90_min", "p99_min", "mean_min", "max_min")
     st.dataframe(quantiles.rename({"grp": group_label}), hide_index=True, width="stretch",
                  key=f"ut_wait_{source}")
+
+
+def kueue_quota_section() -> None:
+    """Last week's share of quota used per ClusterQueue and cohort, borrowing, lending and
+    pending time, one queue's hours against its nominal quota, and the Slurm side's week."""
+    weeks = data.kueue_quota_weeks()
+    if weeks.is_empty():
+        st.caption("No Kueue quota gauges in the ledger (kueue_cluster_queue_* need Kueue's "
+                   "metrics.enableClusterQueueResources).")
+        return
+    labels = dict(zip(weeks["week"].to_list(), weeks["week_start"].to_list(), strict=True))
+    week = st.selectbox("ISO week", list(labels), key="ut_kueue_week")
+    rows = data.kueue_quota_week(labels[week])
+    shown = rows.with_columns((pl.col("quota_used_share") * 100).alias("quota_used_pct"))
+    columns = {
+        "quota_used_pct": st.column_config.NumberColumn("average % of quota used",
+                                                        format="%.1f"),
+        **{c: st.column_config.NumberColumn(c.replace("_", " "), format="%.2f") for c in (
+            "nominal_gpu_hours", "usage_gpu_hours", "borrowed_gpu_hours", "lent_gpu_hours",
+            "pending_active_hours", "pending_inadmissible_hours")},
+    }
+    measures = ["quota_used_pct", "nominal_gpu_hours", "usage_gpu_hours",
+                "borrowed_gpu_hours", "lent_gpu_hours"]
+    queues = shown.filter(pl.col("scope") == "queue")
+    cohorts = shown.filter(pl.col("scope") == "cohort")
+    cols = st.columns(3)
+    cols[0].metric("Borrowed GPU-hours", f"{queues['borrowed_gpu_hours'].sum():,.2f}")
+    cols[1].metric("Lent GPU-hours", f"{queues['lent_gpu_hours'].sum():,.2f}")
+    cols[2].metric("Hours with pending workloads (queues summed)",
+                   f"{queues['pending_active_hours'].sum() or 0:,.2f}")
+    st.markdown(f"**Per ClusterQueue, {week}**")
+    st.dataframe(queues.select("cluster", "cluster_queue", "cohort", "flavor", "resource",
+                               *measures, "pending_active_hours", "pending_inadmissible_hours",
+                               "known_hours", "hours"),
+                 hide_index=True, width="stretch", column_config=columns, key="ut_kueue_queues")
+    st.markdown(f"**Per cohort, {week}** (a queue without cohort is its own)")
+    st.dataframe(cohorts.select("cluster", "cohort", "flavor", "resource", *measures,
+                                "known_hours", "hours"),
+                 hide_index=True, width="stretch", column_config=columns, key="ut_kueue_cohorts")
+    st.caption("Quota bookkeeping of admitted workloads, time-weighted over the hours Kueue's "
+               "gauges were scraped; an hour without samples is unknown, never 0 %. Borrowed: "
+               "usage above nominal quota; lent: unused nominal quota (within the lending "
+               "limit) the cohort's borrowers took (docs/kubernetes.md).")
+    cols = st.columns(2)
+    with cols[0]:
+        names = queues.select("cluster", "cluster_queue").unique(maintain_order=True)
+        choices = [f"{c} / {q}" for c, q in names.iter_rows()]
+        chosen = st.selectbox("ClusterQueue", choices, key="ut_kueue_queue")
+        cluster, queue = chosen.split(" / ", 1)
+        hours = data.kueue_quota_hours(labels[week], cluster, queue)
+        long = hours.unpivot(index=["hour_start", "flavor"],
+                             on=["usage_gpus", "nominal_gpus"], variable_name="measure")
+        long = long.with_columns(
+            pl.col("measure").replace_strict({"usage_gpus": "in use",
+                                              "nominal_gpus": "nominal quota"}),
+            pl.col("value").cast(pl.Float64))
+        figure = charts.lines(long, x="hour_start", y="value", color="flavor", dash="measure",
+                              labels={"hour_start": "UTC", "value": "GPUs", "flavor": "",
+                                      "measure": ""})
+        figure.update_layout(height=320, margin={"t": 10, "b": 10})
+        st.plotly_chart(figure, width="stretch")
+        st.caption(f"{queue}: mean GPUs in use and its nominal quota per hour; gaps are hours "
+                   "without samples.")
+    with cols[1]:
+        first = labels[week]
+        slurm = data.slurm_gpu_hours_by_account(first, first + timedelta(days=7))
+        st.markdown(f"**Slurm side, {week}: GPU-hours per account**")
+        if slurm.is_empty():
+            st.caption("No Slurm allocations in this week.")
+        else:
+            st.dataframe(slurm, hide_index=True, width="stretch", key="ut_kueue_slurm",
+                         column_config={"gpu_hours": st.column_config.NumberColumn(
+                             "GPU-hours", format="%.2f")})
+            st.caption("Charged GPU-hours of Slurm jobs in the ledger (allocations), the same "
+                       "ISO week.")
 
 
 st.title("Utilization")
@@ -182,3 +259,11 @@ if not restricted:
         )
         figure.update_layout(height=280, margin={"t": 10, "b": 10})
         st.plotly_chart(figure, width="stretch")
+
+st.subheader("Kueue quota")
+if restricted:
+    restricted_note()
+elif not data.has_table("kueue_quota_weekly"):
+    st.info("The Kueue quota history needs `kueue_quota_weekly`: run `gpuledger build`.")
+else:
+    kueue_quota_section()

@@ -11,6 +11,7 @@ import duckdb
 
 from gpuledger.report import pages
 from gpuledger.report.files import replace_folder, slugs, write_csv, write_text
+from gpuledger.report.kueue_quota import kueue_quota_section, read_kueue_quota
 from gpuledger.report.lines import USAGE_COLUMNS, WeekData, read_week
 from gpuledger.report.quality import provisional_lines, provisional_section
 from gpuledger.report.shared import shared_section
@@ -61,6 +62,7 @@ def write_weekly_report(con: duckdb.DuckDBPyConnection, week: IsoWeek | str, out
     """Read the week from ``con`` and replace ``out_dir/<week>/`` with its report, atomically."""
     week = parse_iso_week(week) if isinstance(week, str) else week
     data = read_week(con, week)
+    quota = kueue_quota_section(read_kueue_quota(con, week))  # "" without Kueue quota gauges
     when = generated_at or datetime.now(UTC).replace(tzinfo=None)
     centres = sorted({str(line["cost_centre"]) for line in data.lines})
     slug = slugs(centres)
@@ -71,7 +73,7 @@ def write_weekly_report(con: duckdb.DuckDBPyConnection, week: IsoWeek | str, out
     def fill(folder: Path) -> None:
         write_csv(folder / LINES_CSV, data.columns, data.lines)
         write_csv(folder / ADJUSTMENTS_CSV, data.adjustment_columns, data.adjustments)
-        write_text(folder / SUMMARY, summary_page(data, slug, when))
+        write_text(folder / SUMMARY, summary_page(data, slug, when, kueue_quota=quota))
         for centre in centres:
             mine = [line for line in data.lines if str(line["cost_centre"]) == centre]
             write_csv(folder / f"invoice-lines-{slug[centre]}.csv", data.columns, mine)
@@ -101,7 +103,8 @@ def _cards(lines: list | tuple, usage: tuple[str, ...]) -> str:
     return pages.cards(overall, unattributed, incomplete, usage)
 
 
-def summary_page(data: WeekData, slug: dict[str, str], when: datetime) -> str:
+def summary_page(data: WeekData, slug: dict[str, str], when: datetime, *,
+                 kueue_quota: str = "") -> str:
     usage = USAGE_COLUMNS
     overall = total(data.lines)
     by_centre = group(data.lines, column("cost_centre"))
@@ -130,6 +133,7 @@ def summary_page(data: WeekData, slug: dict[str, str], when: datetime) -> str:
         pages.totals_table("by-gpu-model", "GPU model", by_model, overall, usage),
         pages.hours_chart("GPU-hours by domain and GPU model", by_domain_model, usage),
         shared_section(data.shared),
+        kueue_quota,  # Kueue quota per ClusterQueue and cohort (gpuledger/report/kueue_quota.py)
         pages.adjustments_section(data.adjustments, data.close, ADJUSTMENTS_CSV),
         pages.unattributed_section(data.unattributed_keys),
         pages.incidents_section(data.incidents, "in the cluster"),

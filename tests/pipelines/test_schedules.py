@@ -76,8 +76,8 @@ def test_weekly_close_runs_monday_0600_utc_for_the_week_that_ended(sample_defs):
     schedule = sample_defs.resolve_schedule_def("weekly_close_schedule")
     assert schedule.cron_schedule == "0 6 * * 1"
     job = sample_defs.resolve_job_def("weekly_close")
-    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {"chargeback",
-                                                                              "weekly_report"}
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {
+        "chargeback", "weekly_report", "focus_export"}
     context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 1, 12, 6, 0,
                                                                           tzinfo=UTC))
     assert schedule(context).partition_key == "2026-01-05"

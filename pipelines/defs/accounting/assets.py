@@ -1,6 +1,7 @@
 import dagster as dg
 
 from models.build import begin_build, build_allocations, build_chargeback, build_gpu_usage_hourly
+from models.kueue_quota import build_kueue_quota
 from pipelines.defs.partitions import daily_partitions
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource
 
@@ -99,3 +100,31 @@ def open_invoice_lines(
         # run: named on adjustment lines when late data changed a closed week
         lines = build_chargeback(con, day, day, run=context.run.run_id)
     return dg.MaterializeResult(metadata={"lines": lines})
+
+
+@dg.asset(
+    pool=LEDGER_POOL,
+    partitions_def=daily_partitions,
+    group_name="accounting",
+    kinds={"duckdb", "sql"},
+    deps=["kueue_metrics"],
+    description="Kueue quota history for one UTC day (kueue_quota_hourly) and its ISO week "
+    "(kueue_quota_weekly): per ClusterQueue and cohort, nominal quota, usage, reservation, "
+    "borrowed and lent GPU-hours, share of quota used, seconds with pending workloads "
+    "(docs/kubernetes.md \"Kueue quota history\").",
+)
+def kueue_quota(context: dg.AssetExecutionContext, ledger: LedgerResource) -> dg.MaterializeResult:
+    day = context.partition_time_window.start.date()
+    with ledger.ledger() as con:
+        rows = build_kueue_quota(con, day, day)
+        usage, nominal, unknown = con.execute(
+            "SELECT coalesce(sum(usage_gpu_hours), 0), coalesce(sum(nominal_gpu_hours), 0), "
+            "count(*) FILTER (WHERE NOT known) FROM kueue_quota_hourly "
+            "WHERE day = ? AND scope = 'queue'", [day]).fetchone()
+    return dg.MaterializeResult(metadata={
+        "rows": rows,
+        "usage_gpu_hours": round(float(usage), 3),
+        "nominal_gpu_hours": round(float(nominal), 3),
+        "quota_used_share": round(float(usage) / float(nominal), 4) if nominal else None,
+        "unknown_queue_hours": int(unknown),
+    })

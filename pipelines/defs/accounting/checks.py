@@ -130,3 +130,27 @@ def hourly_node_capacity_not_exceeded(
         "excess_gpu_hours": round(excess / 3600, 3),
         "tolerance_seconds": int(tolerance),
     })
+
+
+@dg.asset_check(
+    pool=LEDGER_POOL,
+    asset="kueue_quota",
+    partitions_def=daily_partitions,
+    description="Kueue admits no more than nominal quota plus borrowing limit: queue-hours whose "
+    "usage GPU-hours exceed it (by more than a thousandth of a GPU-hour) are returned; they mean "
+    "gauges of two Kueue replicas summed, or a stale quota gauge.",
+)
+def kueue_usage_within_borrowing_limit(
+    context: dg.AssetCheckExecutionContext, ledger: LedgerResource
+) -> dg.AssetCheckResult:
+    day = context.partition_time_window.start.date()
+    with ledger.ledger() as con:
+        rows, columns = query_rows(
+            con, "SELECT cluster, hour_start, cluster_queue, flavor, resource, "
+            "usage_gpu_hours, nominal_gpu_hours, borrowing_limit_gpus, covered_seconds "
+            "FROM kueue_quota_hourly WHERE day = $day AND scope = 'queue' AND known "
+            "AND borrowing_limit_gpus IS NOT NULL AND usage_gpu_hours > nominal_gpu_hours "
+            "+ borrowing_limit_gpus * covered_seconds / 3600 + 0.001 "
+            "ORDER BY cluster, hour_start, cluster_queue", {"day": day})
+    return offending_rows_result(rows, columns, severity=dg.AssetCheckSeverity.WARN,
+                                 metadata={"queue_hours": len(rows)})

@@ -1,0 +1,1 @@
+"""Alerts to the owners of idle or low-efficiency GPUs (docs/alerts.md)."""
