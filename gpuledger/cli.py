@@ -303,6 +303,7 @@ def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_report_weekly(args: argparse.Namespace, settings: Settings) -> int:
+    from gpuledger.focus_export import site_focus
     from gpuledger.report import parse_iso_week, write_weekly_report
     from gpuledger.report.location import reports_dir
     from models.runner import read_snapshot
@@ -310,7 +311,9 @@ def cmd_report_weekly(args: argparse.Namespace, settings: Settings) -> int:
     week = parse_iso_week(args.week)  # a bad week fails before the ledger is opened
     out = Path(args.out) if args.out else reports_dir(settings)
     with read_snapshot(settings.db) as con:  # the published copy: the pipeline may be writing
-        report = write_weekly_report(con, week, out)
+        report = write_weekly_report(con, week, out, focus=site_focus(settings.site))
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     print(report.summary(), file=sys.stderr)
     return EXIT_OK
 

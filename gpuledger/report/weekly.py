@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -17,6 +18,9 @@ from gpuledger.report.quality import provisional_lines, provisional_section
 from gpuledger.report.shared import shared_section
 from gpuledger.report.totals import column, group, is_incomplete, is_unattributed, total
 from gpuledger.report.weeks import IsoWeek, parse_iso_week
+
+if TYPE_CHECKING:
+    from gpuledger.focus_export import FocusSite
 
 SUMMARY = "summary.html"
 LINES_CSV = "invoice-lines.csv"
@@ -38,6 +42,8 @@ class WeeklyReport:
     incidents: int | None  # None: the ledger has no incidents table
     adjustments: int = 0  # adjustment lines the week carries (late data for closed weeks)
     closed: bool = False  # the week's invoice lines are frozen (closed_periods)
+    # what a person must read: the FOCUS export's warnings, or why it could not be written
+    warnings: tuple[str, ...] = ()
     provisional_lines: int = 0  # lines holding days the data-quality gate did not pass
 
     @property
@@ -58,8 +64,11 @@ class WeeklyReport:
 
 
 def write_weekly_report(con: duckdb.DuckDBPyConnection, week: IsoWeek | str, out_dir: Path, *,
-                        generated_at: datetime | None = None) -> WeeklyReport:
-    """Read the week from ``con`` and replace ``out_dir/<week>/`` with its report, atomically."""
+                        generated_at: datetime | None = None,
+                        focus: "FocusSite | None" = None) -> WeeklyReport:
+    """Read the week from ``con`` and replace ``out_dir/<week>/`` with its report, atomically.
+    With ``focus`` (the site's [gpuledger.focus]) the folder holds the week's FOCUS file(s) too,
+    so re-writing a report never leaves its folder without them (docs/focus.md)."""
     week = parse_iso_week(week) if isinstance(week, str) else week
     data = read_week(con, week)
     quota = kueue_quota_section(read_kueue_quota(con, week))  # "" without Kueue quota gauges
@@ -79,7 +88,10 @@ def write_weekly_report(con: duckdb.DuckDBPyConnection, week: IsoWeek | str, out
             write_csv(folder / f"invoice-lines-{slug[centre]}.csv", data.columns, mine)
             write_text(folder / f"cost-centre-{slug[centre]}.html",
                        cost_centre_page(data, centre, mine, slug[centre], when))
+        if focus is not None:
+            files.extend(_write_focus(con, week, folder, focus, warnings))
 
+    warnings: list[str] = []
     folder = out_dir / week.name
     replace_folder(folder, fill)
     overall = total(data.lines)
@@ -93,7 +105,24 @@ def write_weekly_report(con: duckdb.DuckDBPyConnection, week: IsoWeek | str, out
         incidents=None if data.incidents is None else len(data.incidents),
         adjustments=len(data.adjustments), closed=data.close is not None,
         provisional_lines=len(provisional_lines(data.lines)),
+        warnings=tuple(warnings),
     )
+
+
+def _write_focus(con: duckdb.DuckDBPyConnection, week: IsoWeek, folder: Path,
+                 focus: "FocusSite", warnings: list[str]) -> list[str]:
+    """The week's FOCUS files in ``folder``; an export that cannot be made (e.g. unpriced rows
+    without a currency) is a warning, not a lost report: `gpuledger export focus` says why too."""
+    from gpuledger.focus_export import export_focus, file_name
+
+    out = {fmt: folder / file_name(focus.version, fmt) for fmt in focus.formats}
+    try:
+        result = export_focus(con, week.name, focus=focus, out=out)
+    except ValueError as exc:
+        warnings.append(f"FOCUS file of {week.name} not written: {exc}")
+        return []
+    warnings.extend(result.rows.warnings)
+    return [path.name for path in out.values()]
 
 
 def _cards(lines: list | tuple, usage: tuple[str, ...]) -> str:

@@ -1,9 +1,10 @@
 import dagster as dg
 
+from gpuledger.focus_export import site_focus
 from gpuledger.report import IsoWeek, write_weekly_report
 from gpuledger.report.location import reports_dir
 from pipelines.defs.partitions import weekly_partitions
-from pipelines.defs.resources import LEDGER_POOL, LedgerResource
+from pipelines.defs.resources import LEDGER_POOL, LedgerResource, SiteResource
 
 
 @dg.asset(
@@ -14,13 +15,17 @@ from pipelines.defs.resources import LEDGER_POOL, LedgerResource
     deps=["chargeback", "incidents"],
     description="The weekly chargeback report of one ISO week: reports/<YYYY-Www>/ with a summary "
     "page, one page and one invoice-line CSV per cost centre, and every invoice line of the week "
-    "(folder from GPULEDGER_REPORTS, else the reports_dir setting; replaced atomically).",
+    "and the week's FOCUS file (folder from GPULEDGER_REPORTS, else the reports_dir setting; "
+    "replaced atomically).",
 )
-def weekly_report(context: dg.AssetExecutionContext,
-                  ledger: LedgerResource) -> dg.MaterializeResult:
+def weekly_report(context: dg.AssetExecutionContext, ledger: LedgerResource,
+                  site: SiteResource) -> dg.MaterializeResult:
     week = IsoWeek.containing(context.partition_time_window.start.date())
+    focus = site_focus(site.load())
     with ledger.ledger() as con:  # the writer's own connection: the run already holds the lock
-        report = write_weekly_report(con, week, reports_dir())
+        report = write_weekly_report(con, week, reports_dir(), focus=focus)
+    for warning in report.warnings:
+        context.log.warning(warning)
     context.log.info(report.summary())
     folder = report.folder.resolve()
     metadata: dict[str, object] = {
