@@ -186,6 +186,11 @@ def _closes(con: duckdb.DuckDBPyConnection, weeks: list[date],
     return out
 
 
+# ISO 4217's code for "no currency", the BillingCurrency of a period with no priced row at all
+# (FOCUS requires a currency; the validator's currency list holds it)
+NO_CURRENCY = "XXX"
+
+
 def _fallback_currency(con: duckdb.DuckDBPyConnection, identity: FocusIdentity) -> str:
     if identity.currency:
         return identity.currency
@@ -193,6 +198,8 @@ def _fallback_currency(con: duckdb.DuckDBPyConnection, identity: FocusIdentity) 
         "SELECT DISTINCT currency FROM focus_input WHERE currency <> '' "
         "UNION SELECT DISTINCT currency FROM invoice_adjustments WHERE currency <> '' "
         "ORDER BY 1").fetchall()]
+    if not found:  # nothing priced at all: every cost is 0, in ISO 4217's "no currency"
+        return NO_CURRENCY
     return found[0] if len(found) == 1 else ""
 
 
@@ -260,6 +267,9 @@ def build_focus_rows(con: duckdb.DuckDBPyConnection, period: FocusPeriod,
         warnings.append(
             f"{counts[4]} rows of {period} have no rate on the rate card: BilledCost 0 "
             "(x_Unpriced = true); price them and rebuild")
+        if fallback == NO_CURRENCY:
+            warnings.append(f"{period}: no row is priced and [gpuledger.focus] currency is not "
+                            f"set: BillingCurrency {NO_CURRENCY} (ISO 4217: no currency)")
     missing = con.execute(f"SELECT count(*) FROM {ROWS_TABLE} WHERE BillingCurrency IS NULL"
                           ).fetchone()[0]
     if missing:

@@ -63,7 +63,9 @@ def test_kill_mid_run_makes_server_unreachable(real_prometheus, small_cluster_om
     done.set()
     assert not thread.is_alive()
     assert len(errors) == 1
-    assert isinstance(errors[0], requests.ConnectionError), repr(errors[0])
+    # refused between requests, or cut off inside an answer when the kill lands mid-response
+    assert isinstance(errors[0], (requests.ConnectionError,
+                                  requests.exceptions.ChunkedEncodingError)), repr(errors[0])
     assert kill_seconds < 5
 
     assert not server.is_running()
