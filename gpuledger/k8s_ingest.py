@@ -76,6 +76,12 @@ from connectors.kubernetes.prometheus import MetricsSource
 from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA, TS, empty, label
 from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
 from connectors.slurm.sanity import DEFAULT_MAX_GPUS_PER_NODE
+from gpuledger.k8s_dcgm_stream import (
+    DEFAULT_GPUS_PER_GROUP,
+    SpilledFrames,
+    dcgm_groups,
+    read_dcgm_grouped,
+)
 from gpuledger.nodenames import NodeNamer, load_namer, record_names
 from gpuledger.service import LoadResult, import_workloads
 from gpuledger.timewindows import daily_windows  # noqa: F401
@@ -187,6 +193,9 @@ class _MemoSource:
 
     def series(self, match: str, start: datetime, end: datetime) -> pl.DataFrame:
         return self.source.series(match, start, end)
+
+    def clear(self) -> None:
+        self._raw.clear()
 
 
 def infer_scrape_interval(
@@ -458,7 +467,7 @@ class _Read:
     pods: pl.DataFrame
     phases: pl.DataFrame
     capacity: pl.DataFrame
-    utilization: pl.DataFrame
+    utilization: pl.DataFrame | SpilledFrames  # spilled group by group when streamed
     busy: pl.DataFrame
     kueue: KueueMetrics
     warnings: list[tuple[str, str]]
@@ -482,14 +491,22 @@ def read_kubernetes_window(
     scrape_interval: timedelta | None = None,
     gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
     sharing: SharingNames = DEFAULT_NAMES,
+    gpus_per_group: int | None = DEFAULT_GPUS_PER_GROUP,
 ) -> _Read:
     """Every read of one window (no writes). Raises whatever the source raises; a source with
-    a ``window_budget`` (PrometheusHttpSource) bounds the whole read by it."""
+    a ``window_budget`` (PrometheusHttpSource) bounds the whole read by it.
+
+    dcgm-exporter samples are read and derived about `gpus_per_group` GPUs at a time
+    (gpuledger/k8s_dcgm_stream.py: the same rows, bounded memory); ``None`` reads them whole
+    (the former path, kept as the benchmark's baseline and the equivalence tests' reference)."""
     start, end = check_window(start, end, lookback)
+    if gpus_per_group is not None and gpus_per_group < 1:
+        msg = f"expected at least 1 GPU per group (or None), found {gpus_per_group}"
+        raise ValueError(msg)
     budget = getattr(source, "window_budget", None)
     with _quiet_connector_log(), (budget() if callable(budget) else nullcontext()):
         return _read_window(source, start, end, lookback, scrape_interval,
-                            tuple(gpu_resources), sharing)
+                            tuple(gpu_resources), sharing, gpus_per_group)
 
 
 @contextmanager
@@ -507,7 +524,8 @@ def _quiet_connector_log() -> Iterator[None]:
 def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback: timedelta,
                  scrape_interval: timedelta | None,
                  gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES,
-                 sharing: SharingNames = DEFAULT_NAMES) -> _Read:
+                 sharing: SharingNames = DEFAULT_NAMES,
+                 gpus_per_group: int | None = None) -> _Read:
     memo = _MemoSource(source)
     warnings: list[tuple[str, str]] = []
     interval = scrape_interval or infer_scrape_interval(memo, start, end, lookback)
@@ -530,16 +548,27 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
     uids = pods["uid"].drop_nulls().unique().sort().to_list()
     phases = _terminal_phases(memo, uids, start, end + lookback)
 
+    memo.clear()  # each stage's raw reads are let go before the next stage reads
+
     u0, u1 = floor_to(start, GRAIN), ceil_to(end, GRAIN)
     # samples without pod labels go to the only pod holding the whole node (dcgm_attribution),
     # counted in nvidia_com_gpu as the capacity is: MIG instances of the mixed strategy and
     # renamed replicas are other devices, never a whole node's GPUs
     whole = pods.filter(pl.col("gpu_resource") == WHOLE_GPU_RESOURCE)
-    utilization, util_warn = gpu_utilization(memo, u0, u1, grain=GRAIN, rejects=sink,
-                                             pods=whole, capacity=capacity)
     d0 = floor_to(start, timedelta(days=1))
     d1 = ceil_to(end, timedelta(days=1))
-    busy, busy_warn = gpu_busy_seconds_daily(memo, d0, d1, scrape_interval=None)
+    groups = dcgm_groups(source, d0, d1, gpus_per_group) if gpus_per_group else []
+    utilization: pl.DataFrame | SpilledFrames
+    if groups:
+        dcgm = read_dcgm_grouped(source, groups, u0, u1, d0, d1, grain=GRAIN, rejects=sink,
+                                 pods=whole, capacity=capacity)
+        utilization, busy = dcgm.utilization, dcgm.busy
+        util_warn, busy_warn = dcgm.util_warnings, dcgm.busy_warnings
+    else:
+        utilization, util_warn = gpu_utilization(memo, u0, u1, grain=GRAIN, rejects=sink,
+                                                 pods=whole, capacity=capacity)
+        busy, busy_warn = gpu_busy_seconds_daily(memo, d0, d1, scrape_interval=None)
+        memo.clear()
     warnings += [("dcgm", w) for w in dict.fromkeys([*util_warn, *busy_warn])]
 
     # whole UTC days: the gauge readers let a read's last sample stand only up to the read's
@@ -574,6 +603,7 @@ def ingest_kubernetes_window(
     scrape_interval: timedelta | None = None,
     gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
     sharing: SharingNames = DEFAULT_NAMES,
+    gpus_per_group: int | None = DEFAULT_GPUS_PER_GROUP,
 ) -> KubernetesLoad:
     """Read ``[start, end)`` from `source` and replace what the ledger holds for it, atomically.
 
@@ -586,7 +616,7 @@ def ingest_kubernetes_window(
     start, end = check_window(start, end, lookback)
     read = read_kubernetes_window(source, start, end, lookback=lookback,
                                   scrape_interval=scrape_interval, gpu_resources=gpu_resources,
-                                  sharing=sharing)
+                                  sharing=sharing, gpus_per_group=gpus_per_group)
     return write_kubernetes_window(con, read, source, start, end, cluster=cluster)
 
 
@@ -636,11 +666,16 @@ def write_kubernetes_window(
             cluster=cluster, start=start, end=end, entity=NODE_ENTITY, same=NODE_SAME,
         )
         u0, u1 = read.util_span
-        replace_rows(con, schema.GPU_UTILIZATION,
-                     _conform(read.utilization, schema.GPU_UTILIZATION, cluster=cluster),
-                     where="cluster = ? AND bucket_start >= ? AND bucket_start < ?",
-                     params=(cluster, u0, u1), atomic=False)
-        _store_pod_gpus(con, _pod_gpus(read.utilization), cluster)
+        con.execute(f"DELETE FROM {schema.GPU_UTILIZATION.name} WHERE cluster = ? "
+                    "AND bucket_start >= ? AND bucket_start < ?", [cluster, u0, u1])
+        pod_gpus = []
+        for part in _utilization_parts(read.utilization, namer):
+            replace_rows(con, schema.GPU_UTILIZATION,
+                         _conform(part, schema.GPU_UTILIZATION, cluster=cluster),
+                         where="FALSE", atomic=False)
+            pod_gpus.append(_pod_gpus(part))
+        if pod_gpus:  # one row per (pod, GPU, day): a GPU's rows are all in one part
+            _store_pod_gpus(con, pl.concat(pod_gpus, how="vertical_relaxed"), cluster)
         _store_seen(con, schema.K8S_JOB_SPECS, read.job_specs, cluster)
         _store_seen(con, schema.K8S_PENDING_PODS, read.pending_pods, cluster)
         first_day, last_day = read.busy_days
@@ -681,19 +716,25 @@ def write_kubernetes_window(
             rows_rejected=load.rejected_samples + load.rejected_lines,
             detail=f"{len(load.warnings)} warnings", atomic=False,
         )
+    if isinstance(read.utilization, SpilledFrames):
+        read.utilization.close()
     return load
 
 
 def _canonical_nodes(read: _Read, namer: NodeNamer) -> _Read:
     """Every node name of the window in its canonical form (gpuledger/nodenames.py), before
-    anything is written or merged: the merge keys must be the stored names."""
-    out = replace(
-        read,
-        pods=namer.canonical_frame(read.pods),
-        capacity=namer.canonical_frame(read.capacity),
-        utilization=namer.canonical_frame(read.utilization),
-        busy=namer.canonical_frame(read.busy),
-    )
+    anything is written or merged: the merge keys must be the stored names. Spilled
+    utilization is renamed part by part as it is written; its names are decided here (the
+    same decisions and warnings as for the whole frame)."""
+    pods = namer.canonical_frame(read.pods)
+    capacity = namer.canonical_frame(read.capacity)
+    utilization = read.utilization
+    if isinstance(utilization, SpilledFrames):
+        namer.canonical_frame(utilization.unique("node").to_frame())
+    else:
+        utilization = namer.canonical_frame(utilization)
+    out = replace(read, pods=pods, capacity=capacity, utilization=utilization,
+                  busy=namer.canonical_frame(read.busy))
     out.warnings.extend(("nodes", w) for w in dict.fromkeys(namer.warnings))
     return out
 
@@ -701,6 +742,15 @@ def _canonical_nodes(read: _Read, namer: NodeNamer) -> _Read:
 #: GPUs one node can hold when neither kube-state-metrics nor the inventory says: the same
 #: ceiling as for Slurm (one rule for both schedulers; docs/slurm.md, sanity limits).
 MAX_GPUS_PER_NODE = DEFAULT_MAX_GPUS_PER_NODE
+
+
+def _utilization_parts(utilization: pl.DataFrame | SpilledFrames,
+                       namer: NodeNamer) -> Iterator[pl.DataFrame]:
+    if isinstance(utilization, SpilledFrames):
+        for part in utilization.frames():
+            yield namer.canonical_frame(part)
+    else:
+        yield utilization
 
 
 def _within_node_capacity(con: duckdb.DuckDBPyConnection, read: _Read) -> _Read:
