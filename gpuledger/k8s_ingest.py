@@ -82,6 +82,7 @@ from gpuledger.k8s_dcgm_stream import (
     dcgm_groups,
     read_dcgm_grouped,
 )
+from gpuledger.k8s_ksm_stream import DEFAULT_PODS_PER_GROUP, pod_gpu_allocations_grouped
 from gpuledger.nodenames import NodeNamer, load_namer, record_names
 from gpuledger.service import LoadResult, import_workloads
 from gpuledger.timewindows import daily_windows  # noqa: F401
@@ -93,6 +94,7 @@ DEFAULT_LOOKBACK = timedelta(hours=1)
 GRAIN = timedelta(minutes=1)  # gpu_utilization buckets
 KUEUE_WINDOW = timedelta(hours=1)  # Kueue tables
 TERMINAL_PHASES = ("Succeeded", "Failed", "Unknown")
+PHASE_BATCH = 500  # pods per terminal-phase read when streaming
 INGEST_SOURCE = "kubernetes"
 _US = 1_000_000
 
@@ -343,11 +345,17 @@ def replace_window_intervals(
 
 
 def _terminal_phases(
-    source: MetricsSource, uids: list[str], start: datetime, until: datetime
+    source: MetricsSource, uids: list[str], start: datetime, until: datetime, *,
+    batch: int | None = None,
 ) -> pl.DataFrame:
-    """uid -> the latest terminal phase shown (value 1) in ``[start, until)``, with its time."""
+    """uid -> the latest terminal phase shown (value 1) in ``[start, until)``, with its time;
+    `batch` pods at a time (each pod's answer is its own: the same rows, less held)."""
     schema_ = {"uid": pl.String, "namespace": pl.String, "pod": pl.String, "phase": pl.String,
                "phase_ts": TS}
+    if batch is not None and len(uids) > batch:
+        parts = [_terminal_phases(source, uids[i:i + batch], start, until)
+                 for i in range(0, len(uids), batch)]
+        return pl.concat(parts, how="vertical_relaxed")
     if not uids:
         return pl.DataFrame(schema=schema_)
     phases = "|".join(TERMINAL_PHASES)
@@ -492,21 +500,25 @@ def read_kubernetes_window(
     gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
     sharing: SharingNames = DEFAULT_NAMES,
     gpus_per_group: int | None = DEFAULT_GPUS_PER_GROUP,
+    pods_per_group: int = DEFAULT_PODS_PER_GROUP,
 ) -> _Read:
     """Every read of one window (no writes). Raises whatever the source raises; a source with
     a ``window_budget`` (PrometheusHttpSource) bounds the whole read by it.
 
     dcgm-exporter samples are read and derived about `gpus_per_group` GPUs at a time
     (gpuledger/k8s_dcgm_stream.py: the same rows, bounded memory); ``None`` reads them whole
-    (the former path, kept as the benchmark's baseline and the equivalence tests' reference)."""
+    (the former path, kept as the benchmark's baseline and the equivalence tests' reference),
+    and kube-state-metrics GPU pods then also whole. Streamed, the GPU pods are read about
+    `pods_per_group` at a time (gpuledger/k8s_ksm_stream.py)."""
     start, end = check_window(start, end, lookback)
-    if gpus_per_group is not None and gpus_per_group < 1:
-        msg = f"expected at least 1 GPU per group (or None), found {gpus_per_group}"
+    if (gpus_per_group is not None and gpus_per_group < 1) or pods_per_group < 1:
+        msg = ("expected at least 1 GPU (or None) and 1 pod per group, found "
+               f"{gpus_per_group} and {pods_per_group}")
         raise ValueError(msg)
     budget = getattr(source, "window_budget", None)
     with _quiet_connector_log(), (budget() if callable(budget) else nullcontext()):
         return _read_window(source, start, end, lookback, scrape_interval,
-                            tuple(gpu_resources), sharing, gpus_per_group)
+                            tuple(gpu_resources), sharing, gpus_per_group, pods_per_group)
 
 
 @contextmanager
@@ -525,28 +537,37 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
                  scrape_interval: timedelta | None,
                  gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES,
                  sharing: SharingNames = DEFAULT_NAMES,
-                 gpus_per_group: int | None = None) -> _Read:
+                 gpus_per_group: int | None = None,
+                 pods_per_group: int = DEFAULT_PODS_PER_GROUP) -> _Read:
     memo = _MemoSource(source)
+    # streamed: no read is kept past its reader (none repeats); whole: the former memo
+    ksm: MetricsSource = memo if gpus_per_group is None else source
     warnings: list[tuple[str, str]] = []
-    interval = scrape_interval or infer_scrape_interval(memo, start, end, lookback)
+    interval = scrape_interval or infer_scrape_interval(ksm, start, end, lookback)
     if interval is not None and lookback < 2 * interval:
         lookback = 2 * interval
 
     ksm_notes: list[str] = []
     sink: list[pl.DataFrame] = []
-    pods = pod_gpu_allocations(memo, start, end, scrape_interval=interval, names=sharing,
-                               notes=ksm_notes, rejects=sink)
-    capacity = node_gpu_capacity(memo, start, end, scrape_interval=interval, notes=ksm_notes,
+    if gpus_per_group is None:
+        pods = pod_gpu_allocations(ksm, start, end, scrape_interval=interval, names=sharing,
+                                   notes=ksm_notes, rejects=sink)
+    else:  # pods a group of nodes at a time (gpuledger/k8s_ksm_stream.py)
+        pods = pod_gpu_allocations_grouped(ksm, start, end, scrape_interval=interval,
+                                           names=sharing, notes=ksm_notes, rejects=sink,
+                                           pods_per_group=pods_per_group)
+    capacity = node_gpu_capacity(ksm, start, end, scrape_interval=interval, notes=ksm_notes,
                                  rejects=sink)
     # the window itself (no margin): stored widened, so windows add up
-    specs = job_specs(memo, start, end, scrape_interval=interval, notes=ksm_notes,
+    specs = job_specs(ksm, start, end, scrape_interval=interval, notes=ksm_notes,
                       rejects=sink)
-    pending = pending_gpu_pods(memo, start, end, scrape_interval=interval, notes=ksm_notes,
+    pending = pending_gpu_pods(ksm, start, end, scrape_interval=interval, notes=ksm_notes,
                                rejects=sink)
     warnings += [("ksm", n) for n in dict.fromkeys(ksm_notes)]
     warnings += [("ksm", n) for n in _label_warnings(pods)]
     uids = pods["uid"].drop_nulls().unique().sort().to_list()
-    phases = _terminal_phases(memo, uids, start, end + lookback)
+    phases = _terminal_phases(ksm, uids, start, end + lookback,
+                              batch=None if gpus_per_group is None else PHASE_BATCH)
 
     memo.clear()  # each stage's raw reads are let go before the next stage reads
 
@@ -604,6 +625,7 @@ def ingest_kubernetes_window(
     gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
     sharing: SharingNames = DEFAULT_NAMES,
     gpus_per_group: int | None = DEFAULT_GPUS_PER_GROUP,
+    pods_per_group: int = DEFAULT_PODS_PER_GROUP,
 ) -> KubernetesLoad:
     """Read ``[start, end)`` from `source` and replace what the ledger holds for it, atomically.
 
@@ -616,7 +638,8 @@ def ingest_kubernetes_window(
     start, end = check_window(start, end, lookback)
     read = read_kubernetes_window(source, start, end, lookback=lookback,
                                   scrape_interval=scrape_interval, gpu_resources=gpu_resources,
-                                  sharing=sharing, gpus_per_group=gpus_per_group)
+                                  sharing=sharing, gpus_per_group=gpus_per_group,
+                                  pods_per_group=pods_per_group)
     return write_kubernetes_window(con, read, source, start, end, cluster=cluster)
 
 

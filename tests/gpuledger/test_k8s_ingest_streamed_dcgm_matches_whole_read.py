@@ -9,9 +9,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from connectors.gpu_sharing import DEFAULT_NAMES
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from gpuledger import k8s_ingest
 from gpuledger.k8s_dcgm_stream import dcgm_groups, merge_warnings
+from gpuledger.k8s_ksm_stream import ksm_pod_groups
 from models.runner import connect
 from simulator import SimConfig, simulate
 from simulator.config import NodeCounts
@@ -26,12 +28,12 @@ TABLES = ("k8s_pod_allocation_pieces", "k8s_pod_allocations", "k8s_pod_phases", 
 WALL_CLOCK = {"node_names": "first_seen_at"}  # when the name was recorded, not what was read
 
 WORLDS = {
-    "drift": dict(seed=31),
-    "realistic-fqdn": dict(seed=32, realistic=True, fqdn_nodes=True),
-    "shared-gpus": dict(seed=33, shared_gpus=True),
-    "old-names-exported": dict(seed=34, dcgm_names="old-namespace", dcgm_label_style="exported",
-                               dcgm_hostname_label="hostname"),
-    "no-pod-labels": dict(seed=35, no_pod_labels_share=0.5, honor_labels=False),
+    "drift": {"seed": 31},
+    "realistic-fqdn": {"seed": 32, "realistic": True, "fqdn_nodes": True},
+    "shared-gpus": {"seed": 33, "shared_gpus": True},
+    "old-names-exported": {"seed": 34, "dcgm_names": "old-namespace",
+                           "dcgm_label_style": "exported", "dcgm_hostname_label": "hostname"},
+    "no-pod-labels": {"seed": 35, "no_pod_labels_share": 0.5, "honor_labels": False},
 }
 
 
@@ -51,10 +53,11 @@ def dump(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple]]:
             for t in TABLES}
 
 
-def ingest(path: Path, source, windows, gpus_per_group):
+def ingest(path: Path, source, windows, gpus_per_group, pods_per_group=400):
     with connect(path) as con:
         loads = [k8s_ingest.ingest_kubernetes_window(con, source, a, b, cluster="gpulab",
-                                                     gpus_per_group=gpus_per_group)
+                                                     gpus_per_group=gpus_per_group,
+                                                     pods_per_group=pods_per_group)
                  for a, b in windows]
         runs = con.execute("SELECT partition_key, rows_loaded, rows_rejected, detail "
                            "FROM ingest_runs ORDER BY ALL").fetchall()
@@ -73,11 +76,14 @@ def facts(load: k8s_ingest.KubernetesLoad) -> tuple:
                          ids=["day", "cut-inside-the-day"])
 def test_groups_of_one_and_three_gpus_write_the_rows_of_the_whole_read(source, tmp_path, windows):
     whole_loads, whole, whole_runs = ingest(tmp_path / "whole.duckdb", source, windows, None)
-    assert whole["gpu_utilization"] and whole["gpu_busy_daily"], "the world has DCGM samples"
+    assert whole["gpu_utilization"], "the world has DCGM samples"
+    assert whole["gpu_busy_daily"]
     groups = dcgm_groups(source, DAY1, DAY2, 1)
     assert len(groups) > 3, "the world is read in several groups"
-    for size in (1, 3):
-        loads, streamed, runs = ingest(tmp_path / f"by-{size}.duckdb", source, windows, size)
+    assert len(ksm_pod_groups(source, DAY1, DAY2, DEFAULT_NAMES, 1)) > 3
+    for size in (1, 3):  # GPUs per DCGM group, pods per KSM group
+        loads, streamed, runs = ingest(tmp_path / f"by-{size}.duckdb", source, windows, size,
+                                       size)
         for table in TABLES:
             assert streamed[table] == whole[table], f"{table} differs with {size} GPU(s)/group"
         assert [facts(x) for x in loads] == [facts(x) for x in whole_loads]
