@@ -82,7 +82,11 @@ from gpuledger.k8s_dcgm_stream import (
     dcgm_groups,
     read_dcgm_grouped,
 )
-from gpuledger.k8s_ksm_stream import DEFAULT_PODS_PER_GROUP, pod_gpu_allocations_grouped
+from gpuledger.k8s_ksm_stream import (
+    DEFAULT_PODS_PER_GROUP,
+    pending_gpu_pods_grouped,
+    pod_gpu_allocations_grouped,
+)
 from gpuledger.nodenames import NodeNamer, load_namer, record_names
 from gpuledger.service import LoadResult, import_workloads
 from gpuledger.timewindows import daily_windows  # noqa: F401
@@ -561,8 +565,13 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
     # the window itself (no margin): stored widened, so windows add up
     specs = job_specs(ksm, start, end, scrape_interval=interval, notes=ksm_notes,
                       rejects=sink)
-    pending = pending_gpu_pods(ksm, start, end, scrape_interval=interval, notes=ksm_notes,
-                               rejects=sink)
+    if gpus_per_group is None:
+        pending = pending_gpu_pods(ksm, start, end, scrape_interval=interval, notes=ksm_notes,
+                                   rejects=sink)
+    else:
+        pending = pending_gpu_pods_grouped(ksm, start, end, scrape_interval=interval,
+                                           notes=ksm_notes, rejects=sink,
+                                           pods_per_group=pods_per_group)
     warnings += [("ksm", n) for n in dict.fromkeys(ksm_notes)]
     warnings += [("ksm", n) for n in _label_warnings(pods)]
     uids = pods["uid"].drop_nulls().unique().sort().to_list()

@@ -21,6 +21,7 @@ import polars as pl
 
 from connectors.gpu_sharing import DEFAULT_NAMES, SharingNames, k8s_resource_pattern
 from connectors.kubernetes.ksm import POD_INFO_METRIC, pod_gpu_allocations, read_window
+from connectors.kubernetes.ksm_gangs import PENDING_POD_SCHEMA, PENDING_SELECTOR, pending_gpu_pods
 from connectors.kubernetes.ksm_keys import regex_literal
 from connectors.kubernetes.ksm_pods import GPU_METRICS
 from connectors.kubernetes.prometheus import MetricsSource, add_matchers, finish_raw
@@ -36,12 +37,14 @@ _SHARED = ("kube_node_labels",)  # node-level reads every group makes: read once
 
 class _PodGroupSource:
     def __init__(self, source: MetricsSource, matchers: Sequence[str],
-                 shared: dict[tuple[str, datetime, datetime], pl.DataFrame]) -> None:
+                 shared: dict[tuple[str, datetime, datetime], pl.DataFrame],
+                 narrowed: frozenset[str] = _POD_METRICS) -> None:
         self.source, self.matchers, self.shared = source, list(matchers), shared
+        self.narrowed = narrowed
 
     def raw_samples(self, selector: str, start: datetime, end: datetime) -> pl.DataFrame:
         name = selector.split("{", 1)[0].strip()
-        if name in _POD_METRICS:
+        if name in self.narrowed:
             parts = [self.source.raw_samples(add_matchers(selector, m), start, end)
                      for m in self.matchers]
             return parts[0] if len(parts) == 1 else finish_raw(parts, start, end)
@@ -154,6 +157,38 @@ def pod_gpu_allocations_grouped(
         return empty(POD_GPU_ALLOCATION_SCHEMA)
     return pl.concat(kept, how="vertical_relaxed").sort(
         ["namespace", "pod", "uid", "gpu_resource", "start_ts"])
+
+
+def pending_gpu_pods_grouped(
+    source: MetricsSource, start: datetime, end: datetime, *,
+    scrape_interval: timedelta | None, notes: list[str], rejects: list[pl.DataFrame],
+    pods_per_group: int,
+) -> pl.DataFrame:
+    """:func:`pending_gpu_pods` a group of pods at a time (each pod's row is its own): the
+    Pending series of every pod of the cluster are never held at once."""
+    listed = source.series(PENDING_SELECTOR, start, end)
+    if listed.height == 0:
+        return pending_gpu_pods(source, start, end, scrape_interval=scrape_interval,
+                                notes=notes, rejects=rejects)
+    listed = listed.select(*[_col(listed, n) for n in _UID_LABELS]).unique().with_columns(
+        _uid=pl.coalesce(*_UID_LABELS))
+    uids = listed["_uid"].drop_nulls().unique().sort().to_list()
+    groups = [_matchers(listed.filter(pl.col("_uid").is_in(uids[i:i + pods_per_group])))
+              for i in range(0, len(uids), pods_per_group)]
+    if listed.filter(pl.col("_uid").is_null()).height:
+        groups.append([",".join(f'{n}=""' for n in _UID_LABELS)])
+    parts, per_group = [], []
+    for matchers in groups:
+        group_notes: list[str] = []
+        scoped = _PodGroupSource(source, matchers, {}, frozenset({"kube_pod_status_phase"}))
+        parts.append(pending_gpu_pods(scoped, start, end, scrape_interval=scrape_interval,
+                                      notes=group_notes, rejects=rejects))
+        per_group.append(group_notes)
+    notes.extend(merge_notes(per_group))
+    kept = [p for p in parts if p.height]
+    if not kept:
+        return empty(PENDING_POD_SCHEMA)
+    return pl.concat(kept, how="vertical_relaxed").sort(["namespace", "pod", "uid"])
 
 
 # --------------------------------------------------------------------------- notes
