@@ -8,7 +8,10 @@ Dagster assets use UTC days) and shares every line with both sources (``MetricsS
    fractions per minute and busy seconds per UTC day (dcgm-exporter, ``dcgm.py``) and Kueue's
    counters, pending gauges, admission-wait histogram and quota gauges (``kueue_metrics.py``).
    Identical raw reads inside one call are served once (utilization and busy seconds read the
-   same DCGM series).
+   same DCGM series). Bounded memory (issue #18): by default GPU pods are read a group of nodes
+   at a time (``k8s_ksm_stream.py``) and dcgm-exporter a group of GPUs at a time
+   (``k8s_dcgm_stream.py``, GPU-minute rows spilled to Parquet), with the same rows, rejects and
+   warnings as one whole read (``gpus_per_group=None``, the former path).
 2. **Write in one transaction.** If the source fails at any point (Prometheus killed, a timeout
    after the retries) nothing of the window is written and the exception propagates; re-running
    the window completes it. A metric that is absent is no failure: its tables get nothing for the
