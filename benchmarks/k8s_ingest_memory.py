@@ -168,8 +168,8 @@ def report(rows: list[dict], args, started: datetime) -> tuple[str, bool]:
         "- Each run in its own process: `read_kubernetes_window` + `write_kubernetes_window` "
         "(what `gpuledger ingest kubernetes` does per day); time from the first read to the "
         "commit, best of the runs; peak RSS = `ru_maxrss` (`wait4`), highest of the runs. "
-        "`grouped`: the default (dcgm-exporter read "
-        "64 GPUs at a time); `whole`: `gpus_per_group=None`, the former whole-day read.", "",
+        "`grouped`: the default (GPU pods read ~400 at a time by node, dcgm-exporter 64 GPUs "
+        "at a time); `whole`: `gpus_per_group=None`, the former whole-day read.", "",
         "| GPUs | pools | raw samples | path | best s | read s | samples/s | peak RSS | "
         "GPU-minute rows |",
         "|---:|---|---:|---|---:|---:|---:|---:|---:|",

@@ -87,6 +87,9 @@ from gpuledger.k8s_dcgm_stream import (
 )
 from gpuledger.k8s_ksm_stream import (
     DEFAULT_PODS_PER_GROUP,
+    node_gpu_capacity_grouped,
+    node_groups,
+    node_source,
     pending_gpu_pods_grouped,
     pod_gpu_allocations_grouped,
 )
@@ -102,6 +105,7 @@ GRAIN = timedelta(minutes=1)  # gpu_utilization buckets
 KUEUE_WINDOW = timedelta(hours=1)  # Kueue tables
 TERMINAL_PHASES = ("Succeeded", "Failed", "Unknown")
 PHASE_BATCH = 500  # pods per terminal-phase read when streaming
+NODES_PER_GROUP = 64  # nodes per node-metric read when streaming
 INGEST_SOURCE = "kubernetes"
 _US = 1_000_000
 
@@ -208,24 +212,35 @@ class _MemoSource:
 
 
 def infer_scrape_interval(
-    source: MetricsSource, start: datetime, end: datetime, lookback: timedelta
+    source: MetricsSource, start: datetime, end: datetime, lookback: timedelta, *,
+    nodes_per_group: int | None = None,
 ) -> timedelta | None:
-    """kube-state-metrics' scrape interval: median spacing of its samples near the window."""
+    """kube-state-metrics' scrape interval: median spacing of its samples near the window
+    (the node probe read `nodes_per_group` nodes at a time: each series' spacing is its own)."""
     probes = (
         (f'kube_node_status_capacity{{resource="{GPU_RESOURCE}"}}', start - lookback, end),
         (f'kube_pod_container_resource_requests{{resource="{GPU_RESOURCE}"}}',
          start - lookback, min(end, start + lookback)),
     )
-    for selector, a, b in probes:
-        frame = source.raw_samples(selector, a, b)
-        if frame.height < 2:
+    for i, (selector, a, b) in enumerate(probes):
+        groups = (node_groups(source, selector, a, b, nodes_per_group)
+                  if i == 0 and nodes_per_group else [])
+        frames = ((node_source(source, g).raw_samples(selector, a, b) for g in groups)
+                  if groups else iter([source.raw_samples(selector, a, b)]))
+        spacings, height = [], 0
+        for frame in frames:
+            height += frame.height
+            if frame.height == 0:
+                continue
+            labels = [c for c in frame.columns if c not in ("ts", "value")]
+            ids = frame.select(labels).unique(maintain_order=True).with_row_index("_sid")
+            with_ids = frame.join(ids, on=labels, how="left", nulls_equal=True)
+            spacings.append(infer_intervals(with_ids.select("_sid", "ts"), ["_sid"])["interval"])
+        if height < 2:
             continue
-        labels = [c for c in frame.columns if c not in ("ts", "value")]
-        ids = frame.select(labels).unique(maintain_order=True).with_row_index("_sid")
-        with_ids = frame.join(ids, on=labels, how="left", nulls_equal=True)
-        per_series = infer_intervals(with_ids.select("_sid", "ts"), ["_sid"])
-        if per_series.height:
-            value = per_series["interval"].median()
+        per_series = pl.concat(spacings) if spacings else pl.Series("interval", [])
+        if per_series.len():
+            value = per_series.median()
             if isinstance(value, timedelta) and value > timedelta(0):
                 return value
     return None
@@ -508,6 +523,7 @@ def read_kubernetes_window(
     sharing: SharingNames = DEFAULT_NAMES,
     gpus_per_group: int | None = DEFAULT_GPUS_PER_GROUP,
     pods_per_group: int = DEFAULT_PODS_PER_GROUP,
+    nodes_per_group: int | None = None,
 ) -> _Read:
     """Every read of one window (no writes). Raises whatever the source raises; a source with
     a ``window_budget`` (PrometheusHttpSource) bounds the whole read by it.
@@ -525,7 +541,8 @@ def read_kubernetes_window(
     budget = getattr(source, "window_budget", None)
     with _quiet_connector_log(), (budget() if callable(budget) else nullcontext()):
         return _read_window(source, start, end, lookback, scrape_interval,
-                            tuple(gpu_resources), sharing, gpus_per_group, pods_per_group)
+                            tuple(gpu_resources), sharing, gpus_per_group, pods_per_group,
+                            nodes_per_group or NODES_PER_GROUP)
 
 
 @contextmanager
@@ -545,12 +562,15 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
                  gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES,
                  sharing: SharingNames = DEFAULT_NAMES,
                  gpus_per_group: int | None = None,
-                 pods_per_group: int = DEFAULT_PODS_PER_GROUP) -> _Read:
+                 pods_per_group: int = DEFAULT_PODS_PER_GROUP,
+                 nodes_per_group: int = 64) -> _Read:
     memo = _MemoSource(source)
     # streamed: no read is kept past its reader (none repeats); whole: the former memo
     ksm: MetricsSource = memo if gpus_per_group is None else source
     warnings: list[tuple[str, str]] = []
-    interval = scrape_interval or infer_scrape_interval(ksm, start, end, lookback)
+    interval = scrape_interval or infer_scrape_interval(
+        ksm, start, end, lookback, nodes_per_group=None if gpus_per_group is None
+        else nodes_per_group)
     if interval is not None and lookback < 2 * interval:
         lookback = 2 * interval
 
@@ -563,8 +583,13 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
         pods = pod_gpu_allocations_grouped(ksm, start, end, scrape_interval=interval,
                                            names=sharing, notes=ksm_notes, rejects=sink,
                                            pods_per_group=pods_per_group)
-    capacity = node_gpu_capacity(ksm, start, end, scrape_interval=interval, notes=ksm_notes,
-                                 rejects=sink)
+    if gpus_per_group is None:
+        capacity = node_gpu_capacity(ksm, start, end, scrape_interval=interval,
+                                     notes=ksm_notes, rejects=sink)
+    else:
+        capacity = node_gpu_capacity_grouped(ksm, start, end, scrape_interval=interval,
+                                             notes=ksm_notes, rejects=sink,
+                                             nodes_per_group=nodes_per_group)
     # the window itself (no margin): stored widened, so windows add up
     specs = job_specs(ksm, start, end, scrape_interval=interval, notes=ksm_notes,
                       rejects=sink)
@@ -638,6 +663,7 @@ def ingest_kubernetes_window(
     sharing: SharingNames = DEFAULT_NAMES,
     gpus_per_group: int | None = DEFAULT_GPUS_PER_GROUP,
     pods_per_group: int = DEFAULT_PODS_PER_GROUP,
+    nodes_per_group: int | None = None,
 ) -> KubernetesLoad:
     """Read ``[start, end)`` from `source` and replace what the ledger holds for it, atomically.
 
@@ -651,7 +677,8 @@ def ingest_kubernetes_window(
     read = read_kubernetes_window(source, start, end, lookback=lookback,
                                   scrape_interval=scrape_interval, gpu_resources=gpu_resources,
                                   sharing=sharing, gpus_per_group=gpus_per_group,
-                                  pods_per_group=pods_per_group)
+                                  pods_per_group=pods_per_group,
+                                  nodes_per_group=nodes_per_group)
     return write_kubernetes_window(con, read, source, start, end, cluster=cluster)
 
 

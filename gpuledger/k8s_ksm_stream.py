@@ -20,12 +20,22 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from connectors.gpu_sharing import DEFAULT_NAMES, SharingNames, k8s_resource_pattern
-from connectors.kubernetes.ksm import POD_INFO_METRIC, pod_gpu_allocations, read_window
+from connectors.kubernetes.ksm import (
+    GPU_RESOURCE,
+    POD_INFO_METRIC,
+    node_gpu_capacity,
+    pod_gpu_allocations,
+    read_window,
+)
 from connectors.kubernetes.ksm_gangs import PENDING_POD_SCHEMA, PENDING_SELECTOR, pending_gpu_pods
 from connectors.kubernetes.ksm_keys import regex_literal
 from connectors.kubernetes.ksm_pods import GPU_METRICS
 from connectors.kubernetes.prometheus import MetricsSource, add_matchers, finish_raw
-from connectors.kubernetes.records import POD_GPU_ALLOCATION_SCHEMA, empty
+from connectors.kubernetes.records import (
+    NODE_GPU_CAPACITY_SCHEMA,
+    POD_GPU_ALLOCATION_SCHEMA,
+    empty,
+)
 
 #: pods per group when streaming
 DEFAULT_PODS_PER_GROUP = 400
@@ -119,15 +129,20 @@ def ksm_pod_groups(source: MetricsSource, q0: datetime, q1: datetime, names: Sha
 
 
 def _matchers(series: pl.DataFrame) -> list[str]:
+    return _label_matchers(series, _UID_LABELS)
+
+
+def _label_matchers(series: pl.DataFrame, labels: Sequence[str]) -> list[str]:
+    """One matcher per spelling of the key, the earlier spellings absent."""
     out = []
-    for i, name in enumerate(_UID_LABELS):
+    for i, name in enumerate(labels):
         picked = series
-        for n in _UID_LABELS[:i]:
+        for n in labels[:i]:
             picked = picked.filter(pl.col(n).is_null())
         values = picked[name].drop_nulls().unique().sort().to_list()
         if values:
             alternatives = "|".join(regex_literal(v) for v in values)
-            out.append(",".join([*(f'{n}=""' for n in _UID_LABELS[:i]),
+            out.append(",".join([*(f'{n}=""' for n in labels[:i]),
                                  f'{name}=~"{alternatives}"']))
     return out
 
@@ -189,6 +204,60 @@ def pending_gpu_pods_grouped(
     if not kept:
         return empty(PENDING_POD_SCHEMA)
     return pl.concat(kept, how="vertical_relaxed").sort(["namespace", "pod", "uid"])
+
+
+_NODE_METRICS = frozenset({"kube_node_status_capacity", "kube_node_status_allocatable",
+                           "kube_node_spec_unschedulable"})
+
+
+def node_groups(source: MetricsSource, selector: str, a: datetime, b: datetime,
+                nodes_per_group: int) -> list[list[str]]:
+    """Matcher lists splitting `selector`'s series by node (``exported_node`` first), about
+    `nodes_per_group` nodes each; series without a node in a group of their own."""
+    listed = source.series(selector, a, b)
+    if listed.height == 0:
+        return []
+    listed = listed.select(*[_col(listed, n) for n in _NODE_LABELS]).unique().with_columns(
+        _n=pl.coalesce(*_NODE_LABELS))
+    nodes = listed["_n"].drop_nulls().unique().sort().to_list()
+    groups = []
+    for i in range(0, len(nodes), nodes_per_group):
+        picked = listed.filter(pl.col("_n").is_in(nodes[i:i + nodes_per_group]))
+        groups.append(_label_matchers(picked, _NODE_LABELS))
+    if listed.filter(pl.col("_n").is_null()).height:
+        groups.append([",".join(f'{n}=""' for n in _NODE_LABELS)])
+    return groups
+
+
+def node_source(source: MetricsSource, matchers: Sequence[str]) -> MetricsSource:
+    """`source` with the node metrics narrowed to one group of nodes."""
+    return _PodGroupSource(source, matchers, {}, _NODE_METRICS)  # type: ignore[return-value]
+
+
+def node_gpu_capacity_grouped(
+    source: MetricsSource, start: datetime, end: datetime, *,
+    scrape_interval: timedelta | None, notes: list[str], rejects: list[pl.DataFrame],
+    nodes_per_group: int,
+) -> pl.DataFrame:
+    """:func:`node_gpu_capacity` a group of nodes at a time (each node's rows are its own)."""
+    q0, q1 = read_window(start, end, scrape_interval)
+    groups = node_groups(source, f'kube_node_status_capacity{{resource="{GPU_RESOURCE}"}}',
+                         q0, q1, nodes_per_group)
+    if not groups:
+        return node_gpu_capacity(source, start, end, scrape_interval=scrape_interval,
+                                 notes=notes, rejects=rejects)
+    parts, per_group = [], []
+    for matchers in groups:
+        group_notes: list[str] = []
+        parts.append(node_gpu_capacity(node_source(source, matchers), start, end,
+                                       scrape_interval=scrape_interval, notes=group_notes,
+                                       rejects=rejects))
+        per_group.append(group_notes)
+    notes.extend(merge_notes(per_group))
+    kept = [p for p in parts if p.height]
+    if not kept:
+        return empty(NODE_GPU_CAPACITY_SCHEMA)
+    return pl.concat(kept, how="vertical_relaxed").sort(["node", "start_ts"])
 
 
 # --------------------------------------------------------------------------- notes

@@ -57,7 +57,8 @@ def ingest(path: Path, source, windows, gpus_per_group, pods_per_group=400):
     with connect(path) as con:
         loads = [k8s_ingest.ingest_kubernetes_window(con, source, a, b, cluster="gpulab",
                                                      gpus_per_group=gpus_per_group,
-                                                     pods_per_group=pods_per_group)
+                                                     pods_per_group=pods_per_group,
+                                                     nodes_per_group=pods_per_group)
                  for a, b in windows]
         runs = con.execute("SELECT partition_key, rows_loaded, rows_rejected, detail "
                            "FROM ingest_runs ORDER BY ALL").fetchall()
@@ -81,7 +82,7 @@ def test_groups_of_one_and_three_gpus_write_the_rows_of_the_whole_read(source, t
     groups = dcgm_groups(source, DAY1, DAY2, 1)
     assert len(groups) > 3, "the world is read in several groups"
     assert len(ksm_pod_groups(source, DAY1, DAY2, DEFAULT_NAMES, 1)) > 3
-    for size in (1, 3):  # GPUs per DCGM group, pods per KSM group
+    for size in (1, 3):  # GPUs per DCGM group, pods and nodes per KSM group
         loads, streamed, runs = ingest(tmp_path / f"by-{size}.duckdb", source, windows, size,
                                        size)
         for table in TABLES:
