@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, str] = {
     "detector_quality": "benchmarks.detector_quality",
     "detector_speed": "benchmarks.detector_speed",
     "dashboard_speed": "benchmarks.dashboard_speed",
+    "k8s_ingest_memory": "benchmarks.k8s_ingest_memory",
 }
 
 

@@ -8,7 +8,10 @@ Dagster assets use UTC days) and shares every line with both sources (``MetricsS
    fractions per minute and busy seconds per UTC day (dcgm-exporter, ``dcgm.py``) and Kueue's
    counters, pending gauges, admission-wait histogram and quota gauges (``kueue_metrics.py``).
    Identical raw reads inside one call are served once (utilization and busy seconds read the
-   same DCGM series).
+   same DCGM series). Bounded memory (issue #18): by default GPU pods are read a group of nodes
+   at a time (``k8s_ksm_stream.py``) and dcgm-exporter a group of GPUs at a time
+   (``k8s_dcgm_stream.py``, GPU-minute rows spilled to Parquet), with the same rows, rejects and
+   warnings as one whole read (``gpus_per_group=None``, the former path).
 2. **Write in one transaction.** If the source fails at any point (Prometheus killed, a timeout
    after the retries) nothing of the window is written and the exception propagates; re-running
    the window completes it. A metric that is absent is no failure: its tables get nothing for the
@@ -76,6 +79,20 @@ from connectors.kubernetes.prometheus import MetricsSource
 from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA, TS, empty, label
 from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
 from connectors.slurm.sanity import DEFAULT_MAX_GPUS_PER_NODE
+from gpuledger.k8s_dcgm_stream import (
+    DEFAULT_GPUS_PER_GROUP,
+    SpilledFrames,
+    dcgm_groups,
+    read_dcgm_grouped,
+)
+from gpuledger.k8s_ksm_stream import (
+    DEFAULT_PODS_PER_GROUP,
+    node_gpu_capacity_grouped,
+    node_groups,
+    node_source,
+    pending_gpu_pods_grouped,
+    pod_gpu_allocations_grouped,
+)
 from gpuledger.nodenames import NodeNamer, load_namer, record_names
 from gpuledger.service import LoadResult, import_workloads
 from gpuledger.timewindows import daily_windows  # noqa: F401
@@ -87,6 +104,8 @@ DEFAULT_LOOKBACK = timedelta(hours=1)
 GRAIN = timedelta(minutes=1)  # gpu_utilization buckets
 KUEUE_WINDOW = timedelta(hours=1)  # Kueue tables
 TERMINAL_PHASES = ("Succeeded", "Failed", "Unknown")
+PHASE_BATCH = 500  # pods per terminal-phase read when streaming
+NODES_PER_GROUP = 64  # nodes per node-metric read when streaming
 INGEST_SOURCE = "kubernetes"
 _US = 1_000_000
 
@@ -188,26 +207,40 @@ class _MemoSource:
     def series(self, match: str, start: datetime, end: datetime) -> pl.DataFrame:
         return self.source.series(match, start, end)
 
+    def clear(self) -> None:
+        self._raw.clear()
+
 
 def infer_scrape_interval(
-    source: MetricsSource, start: datetime, end: datetime, lookback: timedelta
+    source: MetricsSource, start: datetime, end: datetime, lookback: timedelta, *,
+    nodes_per_group: int | None = None,
 ) -> timedelta | None:
-    """kube-state-metrics' scrape interval: median spacing of its samples near the window."""
+    """kube-state-metrics' scrape interval: median spacing of its samples near the window
+    (the node probe read `nodes_per_group` nodes at a time: each series' spacing is its own)."""
     probes = (
         (f'kube_node_status_capacity{{resource="{GPU_RESOURCE}"}}', start - lookback, end),
         (f'kube_pod_container_resource_requests{{resource="{GPU_RESOURCE}"}}',
          start - lookback, min(end, start + lookback)),
     )
-    for selector, a, b in probes:
-        frame = source.raw_samples(selector, a, b)
-        if frame.height < 2:
+    for i, (selector, a, b) in enumerate(probes):
+        groups = (node_groups(source, selector, a, b, nodes_per_group)
+                  if i == 0 and nodes_per_group else [])
+        frames = ((node_source(source, g).raw_samples(selector, a, b) for g in groups)
+                  if groups else iter([source.raw_samples(selector, a, b)]))
+        spacings, height = [], 0
+        for frame in frames:
+            height += frame.height
+            if frame.height == 0:
+                continue
+            labels = [c for c in frame.columns if c not in ("ts", "value")]
+            ids = frame.select(labels).unique(maintain_order=True).with_row_index("_sid")
+            with_ids = frame.join(ids, on=labels, how="left", nulls_equal=True)
+            spacings.append(infer_intervals(with_ids.select("_sid", "ts"), ["_sid"])["interval"])
+        if height < 2:
             continue
-        labels = [c for c in frame.columns if c not in ("ts", "value")]
-        ids = frame.select(labels).unique(maintain_order=True).with_row_index("_sid")
-        with_ids = frame.join(ids, on=labels, how="left", nulls_equal=True)
-        per_series = infer_intervals(with_ids.select("_sid", "ts"), ["_sid"])
-        if per_series.height:
-            value = per_series["interval"].median()
+        per_series = pl.concat(spacings) if spacings else pl.Series("interval", [])
+        if per_series.len():
+            value = per_series.median()
             if isinstance(value, timedelta) and value > timedelta(0):
                 return value
     return None
@@ -334,11 +367,17 @@ def replace_window_intervals(
 
 
 def _terminal_phases(
-    source: MetricsSource, uids: list[str], start: datetime, until: datetime
+    source: MetricsSource, uids: list[str], start: datetime, until: datetime, *,
+    batch: int | None = None,
 ) -> pl.DataFrame:
-    """uid -> the latest terminal phase shown (value 1) in ``[start, until)``, with its time."""
+    """uid -> the latest terminal phase shown (value 1) in ``[start, until)``, with its time;
+    `batch` pods at a time (each pod's answer is its own: the same rows, less held)."""
     schema_ = {"uid": pl.String, "namespace": pl.String, "pod": pl.String, "phase": pl.String,
                "phase_ts": TS}
+    if batch is not None and len(uids) > batch:
+        parts = [_terminal_phases(source, uids[i:i + batch], start, until)
+                 for i in range(0, len(uids), batch)]
+        return pl.concat(parts, how="vertical_relaxed")
     if not uids:
         return pl.DataFrame(schema=schema_)
     phases = "|".join(TERMINAL_PHASES)
@@ -458,7 +497,7 @@ class _Read:
     pods: pl.DataFrame
     phases: pl.DataFrame
     capacity: pl.DataFrame
-    utilization: pl.DataFrame
+    utilization: pl.DataFrame | SpilledFrames  # spilled group by group when streamed
     busy: pl.DataFrame
     kueue: KueueMetrics
     warnings: list[tuple[str, str]]
@@ -482,14 +521,28 @@ def read_kubernetes_window(
     scrape_interval: timedelta | None = None,
     gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
     sharing: SharingNames = DEFAULT_NAMES,
+    gpus_per_group: int | None = DEFAULT_GPUS_PER_GROUP,
+    pods_per_group: int = DEFAULT_PODS_PER_GROUP,
+    nodes_per_group: int | None = None,
 ) -> _Read:
     """Every read of one window (no writes). Raises whatever the source raises; a source with
-    a ``window_budget`` (PrometheusHttpSource) bounds the whole read by it."""
+    a ``window_budget`` (PrometheusHttpSource) bounds the whole read by it.
+
+    dcgm-exporter samples are read and derived about `gpus_per_group` GPUs at a time
+    (gpuledger/k8s_dcgm_stream.py: the same rows, bounded memory); ``None`` reads them whole
+    (the former path, kept as the benchmark's baseline and the equivalence tests' reference),
+    and kube-state-metrics GPU pods then also whole. Streamed, the GPU pods are read about
+    `pods_per_group` at a time (gpuledger/k8s_ksm_stream.py)."""
     start, end = check_window(start, end, lookback)
+    if (gpus_per_group is not None and gpus_per_group < 1) or pods_per_group < 1:
+        msg = ("expected at least 1 GPU (or None) and 1 pod per group, found "
+               f"{gpus_per_group} and {pods_per_group}")
+        raise ValueError(msg)
     budget = getattr(source, "window_budget", None)
     with _quiet_connector_log(), (budget() if callable(budget) else nullcontext()):
         return _read_window(source, start, end, lookback, scrape_interval,
-                            tuple(gpu_resources), sharing)
+                            tuple(gpu_resources), sharing, gpus_per_group, pods_per_group,
+                            nodes_per_group or NODES_PER_GROUP)
 
 
 @contextmanager
@@ -507,39 +560,73 @@ def _quiet_connector_log() -> Iterator[None]:
 def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback: timedelta,
                  scrape_interval: timedelta | None,
                  gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES,
-                 sharing: SharingNames = DEFAULT_NAMES) -> _Read:
+                 sharing: SharingNames = DEFAULT_NAMES,
+                 gpus_per_group: int | None = None,
+                 pods_per_group: int = DEFAULT_PODS_PER_GROUP,
+                 nodes_per_group: int = 64) -> _Read:
     memo = _MemoSource(source)
+    # streamed: no read is kept past its reader (none repeats); whole: the former memo
+    ksm: MetricsSource = memo if gpus_per_group is None else source
     warnings: list[tuple[str, str]] = []
-    interval = scrape_interval or infer_scrape_interval(memo, start, end, lookback)
+    interval = scrape_interval or infer_scrape_interval(
+        ksm, start, end, lookback, nodes_per_group=None if gpus_per_group is None
+        else nodes_per_group)
     if interval is not None and lookback < 2 * interval:
         lookback = 2 * interval
 
     ksm_notes: list[str] = []
     sink: list[pl.DataFrame] = []
-    pods = pod_gpu_allocations(memo, start, end, scrape_interval=interval, names=sharing,
-                               notes=ksm_notes, rejects=sink)
-    capacity = node_gpu_capacity(memo, start, end, scrape_interval=interval, notes=ksm_notes,
-                                 rejects=sink)
+    if gpus_per_group is None:
+        pods = pod_gpu_allocations(ksm, start, end, scrape_interval=interval, names=sharing,
+                                   notes=ksm_notes, rejects=sink)
+    else:  # pods a group of nodes at a time (gpuledger/k8s_ksm_stream.py)
+        pods = pod_gpu_allocations_grouped(ksm, start, end, scrape_interval=interval,
+                                           names=sharing, notes=ksm_notes, rejects=sink,
+                                           pods_per_group=pods_per_group)
+    if gpus_per_group is None:
+        capacity = node_gpu_capacity(ksm, start, end, scrape_interval=interval,
+                                     notes=ksm_notes, rejects=sink)
+    else:
+        capacity = node_gpu_capacity_grouped(ksm, start, end, scrape_interval=interval,
+                                             notes=ksm_notes, rejects=sink,
+                                             nodes_per_group=nodes_per_group)
     # the window itself (no margin): stored widened, so windows add up
-    specs = job_specs(memo, start, end, scrape_interval=interval, notes=ksm_notes,
+    specs = job_specs(ksm, start, end, scrape_interval=interval, notes=ksm_notes,
                       rejects=sink)
-    pending = pending_gpu_pods(memo, start, end, scrape_interval=interval, notes=ksm_notes,
-                               rejects=sink)
+    if gpus_per_group is None:
+        pending = pending_gpu_pods(ksm, start, end, scrape_interval=interval, notes=ksm_notes,
+                                   rejects=sink)
+    else:
+        pending = pending_gpu_pods_grouped(ksm, start, end, scrape_interval=interval,
+                                           notes=ksm_notes, rejects=sink,
+                                           pods_per_group=pods_per_group)
     warnings += [("ksm", n) for n in dict.fromkeys(ksm_notes)]
     warnings += [("ksm", n) for n in _label_warnings(pods)]
     uids = pods["uid"].drop_nulls().unique().sort().to_list()
-    phases = _terminal_phases(memo, uids, start, end + lookback)
+    phases = _terminal_phases(ksm, uids, start, end + lookback,
+                              batch=None if gpus_per_group is None else PHASE_BATCH)
+
+    memo.clear()  # each stage's raw reads are let go before the next stage reads
 
     u0, u1 = floor_to(start, GRAIN), ceil_to(end, GRAIN)
     # samples without pod labels go to the only pod holding the whole node (dcgm_attribution),
     # counted in nvidia_com_gpu as the capacity is: MIG instances of the mixed strategy and
     # renamed replicas are other devices, never a whole node's GPUs
     whole = pods.filter(pl.col("gpu_resource") == WHOLE_GPU_RESOURCE)
-    utilization, util_warn = gpu_utilization(memo, u0, u1, grain=GRAIN, rejects=sink,
-                                             pods=whole, capacity=capacity)
     d0 = floor_to(start, timedelta(days=1))
     d1 = ceil_to(end, timedelta(days=1))
-    busy, busy_warn = gpu_busy_seconds_daily(memo, d0, d1, scrape_interval=None)
+    groups = dcgm_groups(source, d0, d1, gpus_per_group) if gpus_per_group else []
+    utilization: pl.DataFrame | SpilledFrames
+    if groups:
+        dcgm = read_dcgm_grouped(source, groups, u0, u1, d0, d1, grain=GRAIN, rejects=sink,
+                                 pods=whole, capacity=capacity)
+        utilization, busy = dcgm.utilization, dcgm.busy
+        util_warn, busy_warn = dcgm.util_warnings, dcgm.busy_warnings
+    else:
+        utilization, util_warn = gpu_utilization(memo, u0, u1, grain=GRAIN, rejects=sink,
+                                                 pods=whole, capacity=capacity)
+        busy, busy_warn = gpu_busy_seconds_daily(memo, d0, d1, scrape_interval=None)
+        memo.clear()
     warnings += [("dcgm", w) for w in dict.fromkeys([*util_warn, *busy_warn])]
 
     # whole UTC days: the gauge readers let a read's last sample stand only up to the read's
@@ -574,6 +661,9 @@ def ingest_kubernetes_window(
     scrape_interval: timedelta | None = None,
     gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
     sharing: SharingNames = DEFAULT_NAMES,
+    gpus_per_group: int | None = DEFAULT_GPUS_PER_GROUP,
+    pods_per_group: int = DEFAULT_PODS_PER_GROUP,
+    nodes_per_group: int | None = None,
 ) -> KubernetesLoad:
     """Read ``[start, end)`` from `source` and replace what the ledger holds for it, atomically.
 
@@ -586,7 +676,9 @@ def ingest_kubernetes_window(
     start, end = check_window(start, end, lookback)
     read = read_kubernetes_window(source, start, end, lookback=lookback,
                                   scrape_interval=scrape_interval, gpu_resources=gpu_resources,
-                                  sharing=sharing)
+                                  sharing=sharing, gpus_per_group=gpus_per_group,
+                                  pods_per_group=pods_per_group,
+                                  nodes_per_group=nodes_per_group)
     return write_kubernetes_window(con, read, source, start, end, cluster=cluster)
 
 
@@ -636,11 +728,16 @@ def write_kubernetes_window(
             cluster=cluster, start=start, end=end, entity=NODE_ENTITY, same=NODE_SAME,
         )
         u0, u1 = read.util_span
-        replace_rows(con, schema.GPU_UTILIZATION,
-                     _conform(read.utilization, schema.GPU_UTILIZATION, cluster=cluster),
-                     where="cluster = ? AND bucket_start >= ? AND bucket_start < ?",
-                     params=(cluster, u0, u1), atomic=False)
-        _store_pod_gpus(con, _pod_gpus(read.utilization), cluster)
+        con.execute(f"DELETE FROM {schema.GPU_UTILIZATION.name} WHERE cluster = ? "
+                    "AND bucket_start >= ? AND bucket_start < ?", [cluster, u0, u1])
+        pod_gpus = []
+        for part in _utilization_parts(read.utilization, namer):
+            replace_rows(con, schema.GPU_UTILIZATION,
+                         _conform(part, schema.GPU_UTILIZATION, cluster=cluster),
+                         where="FALSE", atomic=False)
+            pod_gpus.append(_pod_gpus(part))
+        if pod_gpus:  # one row per (pod, GPU, day): a GPU's rows are all in one part
+            _store_pod_gpus(con, pl.concat(pod_gpus, how="vertical_relaxed"), cluster)
         _store_seen(con, schema.K8S_JOB_SPECS, read.job_specs, cluster)
         _store_seen(con, schema.K8S_PENDING_PODS, read.pending_pods, cluster)
         first_day, last_day = read.busy_days
@@ -681,19 +778,25 @@ def write_kubernetes_window(
             rows_rejected=load.rejected_samples + load.rejected_lines,
             detail=f"{len(load.warnings)} warnings", atomic=False,
         )
+    if isinstance(read.utilization, SpilledFrames):
+        read.utilization.close()
     return load
 
 
 def _canonical_nodes(read: _Read, namer: NodeNamer) -> _Read:
     """Every node name of the window in its canonical form (gpuledger/nodenames.py), before
-    anything is written or merged: the merge keys must be the stored names."""
-    out = replace(
-        read,
-        pods=namer.canonical_frame(read.pods),
-        capacity=namer.canonical_frame(read.capacity),
-        utilization=namer.canonical_frame(read.utilization),
-        busy=namer.canonical_frame(read.busy),
-    )
+    anything is written or merged: the merge keys must be the stored names. Spilled
+    utilization is renamed part by part as it is written; its names are decided here (the
+    same decisions and warnings as for the whole frame)."""
+    pods = namer.canonical_frame(read.pods)
+    capacity = namer.canonical_frame(read.capacity)
+    utilization = read.utilization
+    if isinstance(utilization, SpilledFrames):
+        namer.canonical_frame(utilization.unique("node").to_frame())
+    else:
+        utilization = namer.canonical_frame(utilization)
+    out = replace(read, pods=pods, capacity=capacity, utilization=utilization,
+                  busy=namer.canonical_frame(read.busy))
     out.warnings.extend(("nodes", w) for w in dict.fromkeys(namer.warnings))
     return out
 
@@ -701,6 +804,15 @@ def _canonical_nodes(read: _Read, namer: NodeNamer) -> _Read:
 #: GPUs one node can hold when neither kube-state-metrics nor the inventory says: the same
 #: ceiling as for Slurm (one rule for both schedulers; docs/slurm.md, sanity limits).
 MAX_GPUS_PER_NODE = DEFAULT_MAX_GPUS_PER_NODE
+
+
+def _utilization_parts(utilization: pl.DataFrame | SpilledFrames,
+                       namer: NodeNamer) -> Iterator[pl.DataFrame]:
+    if isinstance(utilization, SpilledFrames):
+        for part in utilization.frames():
+            yield namer.canonical_frame(part)
+    else:
+        yield utilization
 
 
 def _within_node_capacity(con: duckdb.DuckDBPyConnection, read: _Read) -> _Read:

@@ -92,11 +92,12 @@ def with_mig_parents(daily: pl.DataFrame, per_ts: pl.DataFrame,
     models = at_once["gpu_model"].to_list()
     at_once = at_once.with_columns(
         _model=pl.Series([model_slices(m) for m in models], dtype=pl.Int32))
-    weighted = instances.with_columns(
+    # sums in one order whatever order the rows came in (reads by GPU group give the same bits)
+    weighted = instances.sort("gpu_uuid", "day", "gpu_instance").with_columns(
         _b=pl.col("busy_seconds") * pl.col("mig_slices"),
         _c=pl.col("covered_seconds") * pl.col("mig_slices"),
     )
-    parents = weighted.group_by("gpu_uuid", "day").agg(
+    parents = weighted.group_by("gpu_uuid", "day", maintain_order=True).agg(
         pl.col("node").drop_nulls().first(),
         pl.col("_b").sum(), pl.col("_c").sum(),
         pl.col("samples").sum(),
