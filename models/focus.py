@@ -251,7 +251,7 @@ def build_focus_rows(con: duckdb.DuckDBPyConnection, period: FocusPeriod,
         "account_name": identity.billing_account_name, "fallback_currency": fallback or None,
     }
     selects = [f"SELECT * FROM ({load_sql(name)})" for name in
-               ("focus_usage_rows", "focus_line_rows", "focus_correction_rows")]
+               ("focus_usage_rows", "focus_line_grain_rows")]
     typed = ", ".join(f'"{c}"' for c in ALL_COLUMNS)
     # UNION BY NAME: the usage rows have every column, the others leave theirs NULL
     union = " UNION ALL BY NAME ".join(selects)

@@ -107,13 +107,16 @@ def test_unpriced_allocations_cost_zero_with_a_warning(tmp_path: Path):
     assert (Decimal(rows["a100"]["BilledCost"]), rows["a100"]["x_Unpriced"]) == (2.5, "false")
 
 
-def test_unpriced_rows_without_any_currency_ask_for_the_site_currency(tmp_path: Path):
+def test_unpriced_rows_without_any_currency_carry_xxx_or_the_site_currency(tmp_path: Path):
     con = _unpriced_ledger()
     con.execute("DELETE FROM allocations WHERE gpu_model = 'a100'")
     build_chargeback(con, date(2026, 1, 6), date(2026, 1, 6))
-    with pytest.raises(ValueError, match=r"set \[gpuledger.focus\] currency"):
-        export_focus(con, "2026-W02", focus=parse_focus_table(None, ()),
-                     out={"csv": tmp_path / "w.csv"})
+    # nothing priced, no currency set: ISO 4217's "no currency", with a warning
+    result = export_focus(con, "2026-W02", focus=parse_focus_table(None, ()),
+                          out={"csv": tmp_path / "w.csv"})
+    assert any("BillingCurrency XXX" in w for w in result.rows.warnings)
+    with (tmp_path / "w.csv").open(newline="") as fh:
+        assert [r["BillingCurrency"] for r in csv.DictReader(fh)] == ["XXX"]
     site = FocusSite(FocusIdentity(currency="CHF"))
     export_focus(con, "2026-W02", focus=site, out={"csv": tmp_path / "w.csv"})
     with (tmp_path / "w.csv").open(newline="") as fh:
