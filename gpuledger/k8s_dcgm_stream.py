@@ -35,6 +35,7 @@ from connectors.kubernetes.dcgm_names import GPU_LABELS, VARIANTS, canonical_uui
 from connectors.kubernetes.ksm_keys import regex_literal
 from connectors.kubernetes.prometheus import MetricsSource, add_matchers, finish_raw
 from connectors.kubernetes.records import GPU_BUSY_DAILY_SCHEMA, GPU_UTILIZATION_SCHEMA, empty
+from gpuledger.k8s_groups import grouped_by_node
 
 #: GPUs per group when streaming (a group's day of raw samples: ~6,000 per GPU at 30 s).
 DEFAULT_GPUS_PER_GROUP = 64
@@ -123,31 +124,11 @@ def dcgm_groups(source: MetricsSource, start: datetime, end: datetime,
     series = series.with_columns(_gpu=canonical_uuid(_first(series, _UUID_LABELS)))
     orphans = series.filter(pl.col("_gpu").is_null()).height > 0
     series = series.filter(pl.col("_gpu").is_not_null())
-    parent: dict[tuple[str, str], tuple[str, str]] = {}
-
-    def find(x: tuple[str, str]) -> tuple[str, str]:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for node, gpu in series.select("node", "_gpu").unique().iter_rows():
-        a, b = find(("n", node)), find(("g", gpu))
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    components: dict[tuple[str, str], list[str]] = {}
-    for gpu in series["_gpu"].unique().sort().to_list():
-        components.setdefault(find(("g", gpu)), []).append(gpu)
-    groups: list[list[str]] = []
-    current: list[str] = []
-    for root in sorted(components):
-        current.extend(components[root])
-        if len(current) >= gpus_per_group:
-            groups.append(current)
-            current = []
-    if current:
-        groups.append(current)
+    # a GPU whose series name no node still joins the others without one (one "" node)
+    groups = grouped_by_node(((gpu, node or "") for gpu, node in
+                              series.select("_gpu", "node").unique().iter_rows()),
+                             series["_gpu"].unique().sort().to_list(), gpus_per_group,
+                             member_tag="g")
     out = [_matchers(series.filter(pl.col("_gpu").is_in(g))) for g in groups]
     if orphans:  # series without any UUID label: rejected as such, in a read of their own
         out.append([",".join(f'{n}=""' for n in _UUID_LABELS)])

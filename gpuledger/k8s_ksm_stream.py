@@ -36,6 +36,7 @@ from connectors.kubernetes.records import (
     POD_GPU_ALLOCATION_SCHEMA,
     empty,
 )
+from gpuledger.k8s_groups import grouped_by_node
 
 #: pods per group when streaming
 DEFAULT_PODS_PER_GROUP = 400
@@ -94,34 +95,9 @@ def ksm_pod_groups(source: MetricsSource, q0: datetime, q1: datetime, names: Sha
                                  pl.coalesce(_col(info, "exported_node"), _col(info, "node"))
                                  .alias("_node")))
     wanted = set(series["_uid"].to_list())
-    parent: dict[tuple[str, str], tuple[str, str]] = {}
-
-    def find(x: tuple[str, str]) -> tuple[str, str]:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for uid, node in pl.concat(links).unique().iter_rows():
-        if uid is None or uid not in wanted:
-            continue
-        a = find(("u", uid))
-        if node is not None:
-            b = find(("n", node))
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    components: dict[tuple[str, str], list[str]] = {}
-    for uid in sorted(wanted):
-        components.setdefault(find(("u", uid)), []).append(uid)
-    groups, current = [], []
-    for root in sorted(components):
-        current.extend(components[root])
-        if len(current) >= pods_per_group:
-            groups.append(current)
-            current = []
-    if current:
-        groups.append(current)
+    groups = grouped_by_node(((uid, node) for uid, node in pl.concat(links).unique().iter_rows()
+                              if uid is not None and uid in wanted),
+                             sorted(wanted), pods_per_group, member_tag="u")
     out = [_matchers(series.filter(pl.col("_uid").is_in(g))) for g in groups]
     if orphans:
         out.append([",".join(f'{n}=""' for n in _UID_LABELS)])
