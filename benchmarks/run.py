@@ -17,6 +17,8 @@ BENCHMARKS: dict[str, str] = {
     "detector_speed": "benchmarks.detector_speed",
     "dashboard_speed": "benchmarks.dashboard_speed",
     "k8s_ingest_memory": "benchmarks.k8s_ingest_memory",
+    "engine_scale": "benchmarks.engine_scale",
+    "publish_cost": "benchmarks.publish_cost",
 }
 
 

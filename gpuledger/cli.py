@@ -22,6 +22,7 @@ from gpuledger.config import Settings, load_settings
 from gpuledger.nodenames import set_node_aliases
 from gpuledger.progress import Progress
 from gpuledger.site import Site
+from gpuledger.site_engine import open_engine
 from models import build
 from models.incidents import (
     DEFAULT_IDLE_MIN_MINUTES,
@@ -264,22 +265,27 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
         chunks = [(a, min(a + timedelta(days=BUILD_CHUNK_DAYS - 1), last))
                   for a in (first + timedelta(days=d) for d in range(0, days, BUILD_CHUNK_DAYS))]
         progress = Progress(len(chunks), "weeks" if len(chunks) > 1 else "week")
-        for a, b in chunks:
-            progress.start(f"build {a} .. {b}")
-            rows = build.build_allocations(con, a, b)
-            hourly = build.build_gpu_usage_hourly(con, a, b)
-            provisional = build_data_quality(
-                con, a, b, settings.site.quality if settings.site is not None else None)
-            lines = build.build_chargeback(con, a, b)
-            quota = build_kueue_quota(con, a, b)  # Kueue quota history (docs/kubernetes.md)
-            found = build_incidents(con, a, b, idle_rules=idle_rules_with(
-                settings.site.idle if settings.site is not None else None,
-                args.idle_threshold, args.idle_min_minutes))  # flags over the site's policies
-            progress.note(f"  allocations: {rows} rows; gpu_usage_hourly: {hourly} rows; "
-                          f"chargeback: {lines} lines (day, week, month); "
-                          f"provisional cluster-days: {provisional}; "
-                          f"kueue_quota_hourly: {quota} rows\n  {found.summary()}")
-            progress.advance()
+        # [gpuledger.engine]: the heavy models on DuckDB (default) or one Spark session for all
+        with open_engine(settings.site, settings.db) as engine:
+            if engine.name != "duckdb":
+                print(f"engine: {engine.name} ({settings.site.engine.master})",  # type: ignore
+                      file=sys.stderr)
+            for a, b in chunks:
+                progress.start(f"build {a} .. {b}")
+                rows = build.build_allocations(con, a, b)
+                hourly = build.build_gpu_usage_hourly(con, a, b, engine=engine)
+                provisional = build_data_quality(
+                    con, a, b, settings.site.quality if settings.site is not None else None)
+                lines = build.build_chargeback(con, a, b)
+                quota = build_kueue_quota(con, a, b)  # Kueue quota history (docs/kubernetes.md)
+                found = build_incidents(con, a, b, engine=engine, idle_rules=idle_rules_with(
+                    settings.site.idle if settings.site is not None else None,
+                    args.idle_threshold, args.idle_min_minutes))  # flags over the site's policies
+                progress.note(f"  allocations: {rows} rows; gpu_usage_hourly: {hourly} rows; "
+                              f"chargeback: {lines} lines (day, week, month); "
+                              f"provisional cluster-days: {provisional}; "
+                              f"kueue_quota_hourly: {quota} rows\n  {found.summary()}")
+                progress.advance()
         progress.finish()
         build.finish_build(con, first, last)
         publish_snapshot(con, settings.db)

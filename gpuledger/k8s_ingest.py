@@ -98,6 +98,7 @@ from gpuledger.service import LoadResult, import_workloads
 from gpuledger.timewindows import daily_windows  # noqa: F401
 from gpuledger.timewindows import utc_naive as _utc_naive
 from models import schema
+from models.lake_changes import delete_marked, mark_span
 from models.runner import record_ingest, replace_rows, transaction
 
 DEFAULT_LOOKBACK = timedelta(hours=1)
@@ -339,7 +340,7 @@ def replace_window_intervals(
     stored = con.execute(f"SELECT * FROM {pieces_table.name} WHERE {overlap}",
                          [cluster, end, start]).pl()
     outside = _clip_outside(stored, start, end)
-    con.execute(f"DELETE FROM {pieces_table.name} WHERE {overlap}", [cluster, end, start])
+    delete_marked(con, pieces_table.name, overlap, [cluster, end, start])  # lake partitions
     new_pieces = pl.concat(
         [_conform(outside, pieces_table), _conform(incoming, pieces_table, cluster=cluster)],
         how="vertical_relaxed",
@@ -728,6 +729,7 @@ def write_kubernetes_window(
             cluster=cluster, start=start, end=end, entity=NODE_ENTITY, same=NODE_SAME,
         )
         u0, u1 = read.util_span
+        mark_span(con, schema.GPU_UTILIZATION.name, cluster, u0, u1)  # lake partitions
         con.execute(f"DELETE FROM {schema.GPU_UTILIZATION.name} WHERE cluster = ? "
                     "AND bucket_start >= ? AND bucket_start < ?", [cluster, u0, u1])
         pod_gpus = []

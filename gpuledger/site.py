@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from connectors.gpu_sharing import SharingNames
 from gpuledger.config import DEFAULT_CONFIG, DEFAULT_GPU_RESOURCES
+from gpuledger.site_engine import EngineSite, parse_engine
 
 if TYPE_CHECKING:
     from gpuledger.focus_export import FocusSite
@@ -159,6 +160,8 @@ class Site:
     alerts: "AlertsSite | None" = None
     # [gpuledger.focus] (gpuledger/focus_export.py; docs/focus.md): FOCUS export names
     focus: "FocusSite | None" = None
+    # [gpuledger.engine] (gpuledger/site_engine.py; docs/spark.md): DuckDB or a Spark cluster
+    engine: EngineSite = field(default_factory=EngineSite)
 
     def cluster(self, name: str) -> ClusterSite:
         for c in self.clusters:
@@ -557,6 +560,7 @@ def load_site(path: Path | str) -> Site:
         idle=_idle(top.sub("idle"), tuple(clusters)),
         alerts=_alerts(top.sub("alerts"), top.data.get("schedules")),
         focus=_focus(top.sub("focus"), tuple(clusters)),
+        engine=parse_engine(top.sub("engine")),
     )
     top.done()
     return site

@@ -11,6 +11,8 @@ from datetime import UTC, date, datetime, timedelta
 import duckdb
 
 from models import load_sql
+from models.engines import DUCKDB_ENGINE, Engine
+from models.lake_changes import mark_days
 from models.runner import transaction
 from models.schema import BUILDS_UNFINISHED
 
@@ -95,42 +97,47 @@ USAGE_TABLES = (
 READING_MARGIN = timedelta(hours=1)
 
 
-def create_usage_matches(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date) -> None:
+def create_usage_matches(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date,
+                         engine: Engine = DUCKDB_ENGINE) -> None:  # fmt: skip
     """Temp tables ``usage_samples`` (dcgm readings with their spans) and ``usage_matched``
-    (readings matched to the allocations rows of ``first_day`` .. ``last_day``, per GPU-hour)."""
+    (readings matched to the allocations rows of ``first_day`` .. ``last_day``, per GPU-hour),
+    made by ``engine`` (heavy: they read every minute sample of the days)."""
     day_start = datetime.combine(first_day, datetime.min.time())
     day_end = datetime.combine(last_day + timedelta(days=1), datetime.min.time())
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE usage_samples AS {load_sql('gpu_usage_hourly_samples')}",
+    engine.create_temp(
+        con, "usage_samples", load_sql("gpu_usage_hourly_samples"),
         {"from_ts": day_start - READING_MARGIN, "to_ts": day_end + READING_MARGIN},
     )
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE usage_matched AS {load_sql('gpu_usage_hourly_matched')}",
+    engine.create_temp(
+        con, "usage_matched", load_sql("gpu_usage_hourly_matched"),
         {"first_day": first_day, "end_day": last_day + timedelta(days=1)},
     )
 
 
 def build_gpu_usage_hourly(
-    con: duckdb.DuckDBPyConnection, first_day: date, last_day: date
+    con: duckdb.DuckDBPyConnection, first_day: date, last_day: date,
+    engine: Engine = DUCKDB_ENGINE,
 ) -> int:
     """Rebuild ``allocation_usage_hourly``, ``gpu_usage_hourly`` and ``node_usage_hourly`` (and
     their daily rollups ``gpu_usage_daily``, ``node_usage_daily``) for the UTC days
     ``first_day`` .. ``last_day`` (inclusive) from ``allocations`` and ``gpu_utilization``;
-    returns the ``gpu_usage_hourly`` rows of those days."""
+    returns the ``gpu_usage_hourly`` rows of those days. Every step runs on ``engine``."""
     end_day = last_day + timedelta(days=1)
-    create_usage_matches(con, first_day, last_day)
-    with transaction(con):
-        for table_name, model in USAGE_TABLES:
-            con.execute(f"DELETE FROM {table_name} WHERE day >= ? AND day < ?",
-                        [first_day, end_day])
-            con.execute(f"INSERT INTO {table_name} BY NAME {load_sql(model)}",
-                        {"first_day": first_day, "end_day": end_day})
-        rows = con.execute(
-            "SELECT count(*) FROM gpu_usage_hourly WHERE day >= ? AND day < ?",
-            [first_day, end_day],
-        ).fetchone()[0]
-    for temp in ("usage_matched", "usage_samples"):
-        con.execute(f"DROP TABLE IF EXISTS {temp}")
+    try:
+        create_usage_matches(con, first_day, last_day, engine)
+        with transaction(con):
+            for table_name, model in USAGE_TABLES:
+                con.execute(f"DELETE FROM {table_name} WHERE day >= ? AND day < ?",
+                            [first_day, end_day])
+                mark_days(con, table_name, first_day, end_day)  # lake partitions
+                engine.insert(con, table_name, load_sql(model),
+                              {"first_day": first_day, "end_day": end_day})
+            rows = con.execute(
+                "SELECT count(*) FROM gpu_usage_hourly WHERE day >= ? AND day < ?",
+                [first_day, end_day],
+            ).fetchone()[0]
+    finally:
+        engine.drop_temps(con, ("usage_matched", "usage_samples"))
     return rows
 
 

@@ -21,6 +21,7 @@ import duckdb
 
 from models import load_sql
 from models.build import create_rate_choice, create_staging_view
+from models.engines import DUCKDB_ENGINE, Engine
 from models.runner import transaction
 
 DEFAULT_IDLE_THRESHOLD = 0.05  # busy fraction strictly below this is idle
@@ -55,6 +56,10 @@ DETECTORS = (
     ("det_shared", "detect_shared_overcommit"),  # the shared-GPU invariant (docs/shared-gpus.md)
     ("det_mig_layout", "detect_mig_layout_change"),
 )
+# the detectors whose input grows with the minute samples (they read gpu_utilization): these run
+# on the engine build_incidents is given, the rest on DuckDB. detect_idle reads the samples too but
+# stays on DuckDB: its window rule is two ASOF joins, which Spark SQL does not have.
+HEAVY_DETECTORS = frozenset({"det_double_gpu", "det_low_eff"})
 _PARAMETER = re.compile(r"\$([a-z_]+)")
 
 
@@ -203,13 +208,14 @@ def build_incidents(
     gang_grace_seconds: float = DEFAULT_GANG_GRACE_SECONDS,
     tolerance_seconds: int | None = None,
     idle_rules: IdleRules | None = None,
+    engine: Engine = DUCKDB_ENGINE,
 ) -> IncidentsBuilt:
     """Rebuild ``incidents`` and ``bridge_pairs`` for the UTC days ``first_day`` .. ``last_day``
     and for the days before whose incidents may continue into them (:func:`carry_first_day`).
 
     ``tolerance_seconds`` defaults to the Kubernetes scrape interval of the data. ``idle_rules``
     (the site's idle policies) replaces ``idle_threshold``/``idle_min_minutes``, which otherwise
-    make the default policy's zero rule.
+    make the default policy's zero rule. The detectors of ``HEAVY_DETECTORS`` run on ``engine``.
     """
     _check(idle_threshold, idle_min_minutes, gang_grace_seconds)
     if idle_rules is None:
@@ -233,8 +239,13 @@ def build_incidents(
     }
     create_staging_view(con)  # bridge_pairs reads the pods' uncut intervals
     _idle_policy_table(con, idle_rules)
-    for temp, model in DETECTORS:
-        _run(con, f"CREATE OR REPLACE TEMP TABLE {temp} AS {load_sql(model)}", values)
+    try:
+        for temp, model in DETECTORS:
+            on = engine if temp in HEAVY_DETECTORS else DUCKDB_ENGINE
+            on.create_temp(con, temp, load_sql(model), values)
+    except BaseException:
+        engine.drop_temps(con, (t for t, _ in DETECTORS))
+        raise
     create_rate_choice(con, " UNION ALL ".join(
         f"SELECT CAST(start_ts AS DATE) AS day, rate_domain AS domain, gpu_model, qos FROM {t}"
         for t in ("det_double", "det_gang", "det_idle", "det_low_eff", "det_shared",
@@ -251,6 +262,7 @@ def build_incidents(
             [asked_first, last_day]).fetchall())
         pairs = con.execute("SELECT count(*) FROM bridge_pairs WHERE day >= ? AND day <= ?",
                             [asked_first, last_day]).fetchone()[0]
-    for temp in (*(t for t, _ in DETECTORS), "rate_choice", "rate_keys", "idle_policy"):
+    engine.drop_temps(con, (t for t, _ in DETECTORS))
+    for temp in ("rate_choice", "rate_keys", "idle_policy"):
         con.execute(f"DROP TABLE IF EXISTS {temp}")
     return IncidentsBuilt({k: by_kind.get(k, 0) for k in KINDS}, pairs, tolerance_seconds)

@@ -17,6 +17,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from models.lake_changes import delete_marked, mark_frame
 from models.schema import (
     ALL_TABLES,
     ALL_VIEWS,
@@ -125,8 +126,8 @@ def replace_rows(
     """
     table = ledger_arrow(target, frame)  # a frame missing columns fails before the delete
     with transaction(con) if atomic else nullcontext(con):
-        if where.strip().upper() != "FALSE":
-            con.execute(f"DELETE FROM {target.name} WHERE {where}", list(params))
+        if where.strip().upper() != "FALSE":  # a lake table's removed partitions are marked
+            delete_marked(con, target.name, where, list(params))
         return append_rows(con, target, table)
 
 
@@ -140,6 +141,7 @@ def append_rows(con: duckdb.DuckDBPyConnection, target: Table,
     table = frame if isinstance(frame, pa.Table) else ledger_arrow(target, frame)
     if table.num_rows == 0:
         return 0
+    mark_frame(con, target.name, table)  # a lake table's partitions, before the rows land
     # the relation API, not a registered view: DuckDB keeps a registered Arrow table alive until
     # the transaction ends, so a long transaction of many appends would hold them all
     con.from_arrow(table).insert_into(target.name)
@@ -269,12 +271,25 @@ def unfinished_builds(con: duckdb.DuckDBPyConnection) -> list[tuple]:
 
 
 def publish_snapshot(con: duckdb.DuckDBPyConnection, db_path: Path) -> Path:
-    """Copy the ledger to its read-only snapshot and swap it in atomically.
+    """Publish the ledger to readers: sync the lake, then swap in a new serving snapshot.
 
-    Refused (:class:`LedgerIncomplete`) while a build is unfinished: the previous snapshot stays.
-    A copy that fails is removed and the previous snapshot stays; copies left by killed
+    The lake (``models/lake_publish.py``, ``docs/storage.md``) gets only the partitions
+    ``lake_changes`` marks since the last publish (everything, once, when there is no lake
+    yet) and its small tables whole; the snapshot gets the small tables and, for each lake
+    table, a view over that table's current partition files. Refused
+    (:class:`LedgerIncomplete`) while a build is unfinished: the previous snapshot stays.
+    A publish that fails leaves readers on the previous snapshot (whose partition files stay
+    readable) and raises :class:`PublishFailed`; copies and staging files left by killed
     publishes (their process is gone) are removed first.
     """
+    from models.lake import lake_root
+    from models.lake_publish import (
+        export_small_tables,
+        remove_stale_staging,
+        sync_lake,
+    )
+    from models.lake_serving import copy_serving, small_tables
+
     target = snapshot_path(db_path)
     unfinished = unfinished_builds(con)
     if unfinished:
@@ -285,14 +300,17 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, db_path: Path) -> Path:
                f"those days (it repairs them)")
         raise LedgerIncomplete(msg)
     remove_stale_copies(target)
+    root = lake_root(db_path)
+    remove_stale_staging(root)
     tmp = target.with_name(f".{target.stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp.duckdb")
     alias = f"snap_{uuid.uuid4().hex[:8]}"
-    source_catalog = con.execute("SELECT current_database()").fetchone()[0]
     try:
-        con.execute(f"ATTACH '{_sql_literal(tmp)}' AS {alias}")
+        synced = sync_lake(con, root)
+        export_small_tables(con, root, small_tables(con))
+        # small tables: small blocks (a third of the file and time of the default 256 kB)
+        con.execute(f"ATTACH '{_sql_literal(tmp)}' AS {alias} (BLOCK_SIZE 16384)")
         try:
-            quoted = '"' + source_catalog.replace('"', '""') + '"'  # a file stem may hold '-'
-            con.execute(f"COPY FROM DATABASE {quoted} TO {alias}")
+            copy_serving(con, alias, synced.catalog, root)
         finally:
             con.execute(f"DETACH {alias}")
         tmp.replace(target)
@@ -355,6 +373,9 @@ def read_snapshot(db_path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         raise FileNotFoundError(msg)
     con = duckdb.connect(str(target), read_only=True, config=CONFINED_READER)
     try:
+        from models.lake_serving import register_lake
+
+        register_lake(con, db_path)  # the lake tables: the snapshot's files, through pyarrow
         yield con
     finally:
         con.close()

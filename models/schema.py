@@ -1469,6 +1469,19 @@ ALERT_ACTIONS = Table(
     "done, failed, timeout or dry_run (logged, not run).",
 )
 
+LAKE_CHANGES = Table(
+    "lake_changes",
+    (
+        ("table_name", "VARCHAR"),
+        ("cluster", "VARCHAR"),  # NULL: every cluster of the day
+        ("day", "DATE"),
+    ),
+    key=("table_name", "cluster", "day"),
+    doc="Partitions of the lake tables (docs/storage.md) written since the last publish, marked "
+    "in the same transaction as the write: the next publish rewrites only these Parquet "
+    "partitions and then clears the rows. cluster NULL means every cluster of that day.",
+)
+
 ALERT_TABLES: tuple[Table, ...] = (ALERT_LOG, ALERT_DELIVERIES, ALERT_ACTIONS)
 
 ALL_TABLES: tuple[Table, ...] = (
@@ -1513,6 +1526,7 @@ ALL_TABLES: tuple[Table, ...] = (
     BRIDGE_PAIRS,
     DATA_QUALITY_DAYS,
     *ALERT_TABLES,
+    LAKE_CHANGES,
 )
 
 

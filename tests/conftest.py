@@ -1,7 +1,7 @@
 """Suite-wide rules.
 
 With ``GPULEDGER_REQUIRE_SERVICES=1`` (set by ``.ci/run``) a run in which the tests that need the
-real Slurm or Prometheus were skipped, deselected or absent fails: CI runs as root on Debian,
+real Slurm, Prometheus or Spark were skipped, deselected or absent fails: CI runs as root on Debian,
 where those services can always be installed.
 """
 
@@ -9,7 +9,10 @@ import os
 
 import pytest
 
-SERVICE_MARKERS = ("slurm", "prometheus")
+SERVICE_MARKERS = ("slurm", "prometheus", "spark")
+
+# the real standalone Spark cluster (fixture spark_master) for every test that asks for it
+pytest_plugins = ("tests.spark_cluster",)
 
 # The caller's settings never leak into the tests: each test names its own ledger, site and
 # sources (a GPULEDGER_DB in the environment would override every test's site file).

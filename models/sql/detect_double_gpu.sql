@@ -52,7 +52,8 @@ per_pod AS (
            count(DISTINCT bucket_start) AS buckets,
            min(bucket_start) AS first_bucket,
            max(bucket_start) AS last_bucket,
-           arg_min(gpu_uuid, bucket_start) AS first_gpu_uuid
+           -- the first minute's smallest GPU: one answer however the rows are ordered
+           arg_min(gpu_uuid, (bucket_start, gpu_uuid)) AS first_gpu_uuid
     FROM with_run
     GROUP BY cluster, node, slurm_key, namespace, pod, hpc_job
 ),

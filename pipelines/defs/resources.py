@@ -8,6 +8,7 @@ from dagster_duckdb import DuckDBResource
 
 from gpuledger.site import Site
 from models.runner import ensure_schema, publish_snapshot
+from pipelines.defs.engine import engine_resource
 from pipelines.defs.kubernetes.resources import KubernetesSourceResource
 from pipelines.defs.slurm.resources import SlurmSourceResource
 from pipelines.site import current_site, read_site
@@ -52,5 +53,7 @@ def resources() -> dg.Definitions:
             "site": SiteResource(path=path),
             "slurm": SlurmSourceResource(site_file=path),
             "kubernetes": KubernetesSourceResource(site_file=path),
+            # [gpuledger.engine]: DuckDB, or dagster-pyspark's PySparkResource (docs/spark.md)
+            "engine": engine_resource(site),
         }
     )

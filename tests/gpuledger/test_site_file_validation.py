@@ -149,8 +149,8 @@ def test_the_documented_examples_are_valid_site_files(tmp_path: Path):
               site_module.PrometheusSite, site_module.KueueSite, site_module.ReferenceSite,
               site_module.ScheduleSite, site_module.QualitySite, site_module.SharingNames)
     structural = {"path", "clusters", "reference", "schedules", "name", "slurm", "prometheus",
-                  "kueue", "idle", "quality", "sharing", "alerts", "focus"}
-    # idle, alerts, focus: their keys are in their own sections of docs/site-file.md
+                  "kueue", "idle", "quality", "sharing", "alerts", "focus", "engine"}
+    # idle, alerts, focus, engine: their keys are in their own sections of docs/site-file.md
     missing = [f"{t.__name__}.{f.name}" for t in tables for f in fields(t)
                if f.name not in structural and f"\n{f.name} =" not in blocks[0]
                and f"\n# {f.name} =" not in blocks[0]]  # a key off by default, shown commented

@@ -62,7 +62,7 @@ def test_every_escape_is_refused_and_changes_nothing(ledger: Path, query: str, c
     assert "Traceback" not in err
     assert (snapshot.read_bytes(), ledger.read_bytes()) == before
     assert sorted(p.name for p in ledger.parent.iterdir()) == [
-        "ledger.duckdb", "ledger.serving.duckdb"]
+        "ledger.duckdb", "ledger.lake", "ledger.serving.duckdb"]  # the lake: docs/storage.md
 
 
 def test_the_snapshot_still_answers_after_a_refused_escape(ledger: Path, capsys):

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Install, in one apt transaction, the Debian packages the real-service tests need:
-# Slurm with accounting (slurm-wlm, slurmdbd, mariadb-server, munge), Prometheus, Chromium.
+# Slurm with accounting (slurm-wlm, slurmdbd, mariadb-server, munge), Prometheus, Chromium, and
+# Java (17 on Debian 12) for the standalone Spark cluster (tests/services/spark) when no java is
+# on PATH.
 # Elsewhere (not root, not Debian) it says so and the tests that need them skip with a reason.
 set -euo pipefail
 PACKAGES=(slurm-wlm slurmdbd mariadb-server munge prometheus chromium)
+if ! command -v java >/dev/null && [ -z "${JAVA_HOME:-}" ]; then
+  # Debian 12 has Java 17; Debian 13 ships 21 only (Spark 4 runs on either)
+  if grep -qs '^VERSION_ID="12"' /etc/os-release; then
+    PACKAGES+=(openjdk-17-jre-headless)
+  else
+    PACKAGES+=(openjdk-21-jre-headless)
+  fi
+fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,6 +2,7 @@ import dagster as dg
 
 from models.build import begin_build, build_allocations, build_chargeback, build_gpu_usage_hourly
 from models.kueue_quota import build_kueue_quota
+from pipelines.defs.engine import EngineResource
 from pipelines.defs.partitions import daily_partitions
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource
 
@@ -50,11 +51,12 @@ def allocations(context: dg.AssetExecutionContext, ledger: LedgerResource) -> dg
     "(gpu_usage_daily, node_usage_daily) that the dashboards read for long ranges.",
 )
 def gpu_usage_hourly(
-    context: dg.AssetExecutionContext, ledger: LedgerResource
+    context: dg.AssetExecutionContext, ledger: LedgerResource, engine: EngineResource
 ) -> dg.MaterializeResult:
     day = context.partition_time_window.start.date()
+    runs_on = engine.engine()  # [gpuledger.engine]: DuckDB or Spark (docs/spark.md)
     with ledger.ledger() as con:
-        rows = build_gpu_usage_hourly(con, day, day)
+        rows = build_gpu_usage_hourly(con, day, day, engine=runs_on)
         allocated, measured, busy = con.execute(
             "SELECT coalesce(sum(allocated_gpu_seconds), 0)::BIGINT, "
             "coalesce(sum(measured_gpu_seconds), 0)::DOUBLE, "
@@ -68,6 +70,7 @@ def gpu_usage_hourly(
     return dg.MaterializeResult(
         metadata={
             "rows": rows,
+            "engine": runs_on.name,
             "node_hour_rows": node_rows,
             "allocated_gpu_hours": round(allocated / 3600, 3),
             "measured_gpu_hours": round(measured / 3600, 3),

@@ -6,6 +6,7 @@ from models.incidents import (
     build_incidents,
     idle_rules_with,
 )
+from pipelines.defs.engine import EngineResource
 from pipelines.defs.partitions import daily_partitions
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource, SiteResource
 
@@ -33,13 +34,15 @@ class DetectorConfig(dg.Config):
 )
 def incidents(
     context: dg.AssetExecutionContext, config: DetectorConfig, ledger: LedgerResource,
-    site: SiteResource,
+    site: SiteResource, engine: EngineResource,
 ) -> dg.MaterializeResult:
     day = context.partition_time_window.start.date()
     rules = idle_rules_with(site.load().idle, config.idle_threshold, config.idle_min_minutes)
+    runs_on = engine.engine()  # [gpuledger.engine]: DuckDB or Spark (docs/spark.md)
     with ledger.ledger() as con:
         built = build_incidents(
             con, day, day, idle_rules=rules, gang_grace_seconds=config.gang_grace_seconds,
+            engine=runs_on,
         )
         # the day's last table: its ledger, usage, invoice lines and incidents agree again
         finish_build(con, day, day)
@@ -49,6 +52,7 @@ def incidents(
     return dg.MaterializeResult(
         metadata={
             "incidents": built.incidents,
+            "engine": runs_on.name,
             **built.by_kind,
             **{f"{kind}_gpu_hours": round(float(s) / 3600, 3) for kind, s in wasted.items()},
             "bridge_pairs": built.bridge_pairs,
