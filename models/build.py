@@ -114,14 +114,38 @@ def create_usage_matches(con: duckdb.DuckDBPyConnection, first_day: date, last_d
     )
 
 
+# Days one pass of build_gpu_usage_hourly reads the samples of: a pass holds its days' minute
+# samples (with their spans) at once, so a week's backfill of a large estate would outgrow memory
+# and spill; a day is the partition every usage table is written by, and each day's figures need
+# only its own samples and an hour on each side (READING_MARGIN), so passes of a day give the
+# same rows as one pass over the range, in time linear in the days.
+USAGE_CHUNK_DAYS = 1
+
+
 def build_gpu_usage_hourly(
     con: duckdb.DuckDBPyConnection, first_day: date, last_day: date,
-    engine: Engine = DUCKDB_ENGINE,
+    engine: Engine = DUCKDB_ENGINE, *, chunk_days: int = USAGE_CHUNK_DAYS,
 ) -> int:
     """Rebuild ``allocation_usage_hourly``, ``gpu_usage_hourly`` and ``node_usage_hourly`` (and
     their daily rollups ``gpu_usage_daily``, ``node_usage_daily``) for the UTC days
     ``first_day`` .. ``last_day`` (inclusive) from ``allocations`` and ``gpu_utilization``;
-    returns the ``gpu_usage_hourly`` rows of those days. Every step runs on ``engine``."""
+    returns the ``gpu_usage_hourly`` rows of those days. Every step runs on ``engine``, in passes
+    of ``chunk_days`` days, each pass's days replaced in one transaction (a build killed between
+    passes stays marked unfinished: :func:`begin_build`)."""
+    if chunk_days < 1:
+        msg = f"expected chunk_days of 1 or more, found {chunk_days}"
+        raise ValueError(msg)
+    rows, start = 0, first_day
+    while start <= last_day:
+        end = min(start + timedelta(days=chunk_days - 1), last_day)
+        rows += _build_usage_days(con, start, end, engine)
+        start = end + timedelta(days=1)
+    return rows
+
+
+def _build_usage_days(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date,
+                      engine: Engine) -> int:  # fmt: skip
+    """One pass of :func:`build_gpu_usage_hourly` over ``first_day`` .. ``last_day``."""
     end_day = last_day + timedelta(days=1)
     try:
         create_usage_matches(con, first_day, last_day, engine)
