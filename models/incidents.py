@@ -57,9 +57,8 @@ DETECTORS = (
     ("det_mig_layout", "detect_mig_layout_change"),
 )
 # the detectors whose input grows with the minute samples (they read gpu_utilization): these run
-# on the engine build_incidents is given, the rest on DuckDB. detect_idle reads the samples too but
-# stays on DuckDB: its window rule is two ASOF joins, which Spark SQL does not have.
-HEAVY_DETECTORS = frozenset({"det_double_gpu", "det_low_eff"})
+# on the engine build_incidents is given, the rest on DuckDB
+HEAVY_DETECTORS = frozenset({"det_double_gpu", "det_idle", "det_low_eff"})
 _PARAMETER = re.compile(r"\$([a-z_]+)")
 
 
@@ -236,6 +235,9 @@ def build_incidents(
         "tolerance_seconds": tolerance_seconds,
         "efficiency_coverage": EFFICIENCY_COVERAGE,
         "gang_grace_seconds": float(gang_grace_seconds),
+        # detect_idle builds the window rule's time line only when a policy has the rule
+        "window_rule": any(p.window_minutes > 0
+                           for p in (idle_rules.default, *idle_rules.policies)),
     }
     create_staging_view(con)  # bridge_pairs reads the pods' uncut intervals
     _idle_policy_table(con, idle_rules)

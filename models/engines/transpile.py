@@ -24,6 +24,10 @@ the DuckDB 1.5 meaning, figure for figure:
   models call ``len`` on lists only.
 * ``string_agg(DISTINCT x, sep ORDER BY x)``: ``array_join(array_sort(collect_set(x)), sep)``.
 * ``list(DISTINCT x)``: ``collect_set(x)``.
+* ``arg_min(x, k)`` / ``arg_max(x, k)``: DuckDB skips the rows whose ``x`` (or ``k``) is NULL
+  (``arg_min_null`` is the one that does not), Spark's ``MIN_BY`` / ``MAX_BY`` return the NULL
+  of the first row: ``FILTER (WHERE x IS NOT NULL AND k IS NOT NULL)``, added to a FILTER the
+  aggregate has. As a window function (Spark has no FILTER there) it is refused.
 * ``$name`` parameters: inlined as typed literals (TIMESTAMP_NTZ, DATE, BIGINT, DOUBLE, STRING):
   DuckDB's TIMESTAMP is naive UTC, Spark's TIMESTAMP_NTZ the same.
 
@@ -191,6 +195,31 @@ def _string_agg(node: exp.GroupConcat) -> exp.Expression:
                     separator.copy())
 
 
+_ARG_MIN_MAX = (exp.ArgMin, exp.ArgMax)
+
+
+def _not_nulls(node: exp.Expression) -> exp.Expression:
+    """``x IS NOT NULL AND k IS NOT NULL`` of ``arg_min(x, k)``: the rows DuckDB reads."""
+    return exp.and_(*(exp.Not(this=exp.Is(this=e.copy(), expression=exp.Null()))
+                      for e in (node.this, node.expression)))
+
+
+def _arg_min_max(node: exp.Expression) -> exp.Expression:
+    if isinstance(node.parent, exp.Window):
+        msg = (f"expected {node.sql('duckdb')} as an aggregate (Spark has no FILTER on a "
+               "window function to skip NULL values as DuckDB does), found it in a window")
+        raise UnsupportedSql(msg)
+    if isinstance(node.parent, exp.Filter):
+        return node  # its FILTER takes the condition (below)
+    return exp.Filter(this=node.copy(), expression=exp.Where(this=_not_nulls(node)))
+
+
+def _filtered_arg_min_max(node: exp.Filter) -> exp.Expression:
+    where = node.expression
+    return exp.Filter(this=node.this.copy(), expression=exp.Where(this=exp.and_(
+        exp.Paren(this=where.this.copy()), _not_nulls(node.this))))
+
+
 def _refuse(node: exp.Expression) -> None:
     if isinstance(node, exp.Join) and str(node.args.get("method") or "").upper() == "ASOF":
         msg = f"expected no ASOF join (Spark SQL has none), found {node.sql('duckdb')[:80]}"
@@ -230,6 +259,10 @@ def _rewrite(node: exp.Expression, params: Mapping[str, object]) -> exp.Expressi
         return _call("SIZE", node.this)
     if isinstance(node, exp.GroupConcat):
         return _string_agg(node)
+    if isinstance(node, _ARG_MIN_MAX):
+        return _arg_min_max(node)
+    if isinstance(node, exp.Filter) and isinstance(node.this, _ARG_MIN_MAX):
+        return _filtered_arg_min_max(node)
     if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Distinct):
         return _call("COLLECT_SET", node.this.expressions[0])
     return node

@@ -4,7 +4,8 @@
 --   time are one incident.
 -- Parameters: $scan_start, $scan_end (TIMESTAMP, half-open: the minute buckets read),
 --   $tolerance_seconds (how far a pod's ledger interval may sit from the minutes its GPUs were
---   seen in). Reads the temp table idle_policy (models/incidents.py: per cluster and Slurm
+--   seen in), $window_rule (BOOLEAN: whether any policy has a window rule; false skips its
+--   time line). Reads the temp table idle_policy (models/incidents.py: per cluster and Slurm
 --   partition or Kubernetes namespace, first match by priority): (a) zero rule: busy fraction
 --   strictly below zero_threshold for at least zero_seconds (default 5 % for 1800 s, so warm-ups
 --   and short pauses stay quiet); (b) window rule: mean busy fraction below window_threshold
@@ -14,7 +15,11 @@
 --   marks idle form periods (gaps and islands); a period runs from its first sample to its last
 --   sample plus one sample interval (gpu_busy_daily.scrape_interval_s, at least a minute). A gap
 --   in the data (exporter outage) ends a period: unknown time is never counted as idle, and the
---   window rule's mean is over the samples present.
+--   window rule's mean is over the samples present. Window rule: per series, running sums of the
+--   samples (busy in whole billionths: exact sums, so a mean equal to its threshold is not below
+--   it on any engine); each sample's window start, on one time line with the samples, reads the
+--   sums of the last sample at or before it (an as-of join, which Spark SQL has not); a sample is
+--   in a low window when a low window starting before it ends at or after it.
 -- gpu_seconds: idle time x GPUs; a MIG instance counts its fraction of the GPU (allocations
 --   .capacity_gpus per instance: a 1g of 7 idle for an hour wastes 1/7 GPU-hour).
 -- Precedence (one GPU-second in at most one incident): double_scheduled, then partial_gang, then
@@ -22,6 +27,12 @@
 --   node level: any GPU of either allocation on that node) and the time its pod's gang was
 --   partial; what is left may be split in pieces, each kept.
 -- share: the incident's GPUs / all GPUs of the Slurm run (every node) or of the pod.
+-- Engines: DuckDB, and Spark after models/engines/transpile.py (HEAVY_DETECTORS): no as-of
+--   joins, correlated subqueries, * REPLACE or DISTINCT window aggregates; every choice among
+--   rows is by a total order (ties broken by the series), so both engines pick the same rows.
+--   Spark inlines every reference to a CTE (read twice, computed twice: the plan doubles), so
+--   after `stepped` each CTE is read once, idle_minutes twice, zero_marked twice in branches
+--   of which $window_rule keeps one.
 -- Columns: the candidate layout of detect_incidents.sql.
 WITH util AS (
     SELECT
@@ -118,7 +129,8 @@ stepped AS (
 ),
 
 marked AS (
-    -- (a) zero rule: runs of consecutive samples below zero_threshold
+    -- (a) zero rule: runs of consecutive samples below zero_threshold; (b) window rule: running
+    -- sums, so a window's mean is a difference of two rows
     SELECT
         *,
         busy_fraction < zero_threshold AS idle,
@@ -127,10 +139,18 @@ marked AS (
                  OR lag(busy_fraction) OVER w IS NULL
                  OR date_diff('second', lag(bucket_start) OVER w, bucket_start)
                     > 1.5 * step_seconds)
-            THEN 1 ELSE 0 END AS opens
+            THEN 1 ELSE 0 END AS opens,
+        -- in billionths: whole numbers, so the sums and a window's mean are the same on every
+        -- engine (a mean equal to its threshold, common with whole-percent samples, is not
+        -- below it whatever order an engine adds in)
+        CASE WHEN window_seconds > 0
+            THEN sum(CAST(round(busy_fraction * 1e9) AS BIGINT)) OVER running END AS busy_sum,
+        CASE WHEN window_seconds > 0 THEN count(*) OVER running END AS samples
     FROM stepped
     WINDOW w AS (PARTITION BY cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job
-                 ORDER BY bucket_start)
+                 ORDER BY bucket_start),
+        running AS (PARTITION BY cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid,
+                    hpc_job ORDER BY bucket_start ROWS UNBOUNDED PRECEDING)
 ),
 
 numbered AS (
@@ -143,73 +163,79 @@ numbered AS (
     FROM marked
 ),
 
-zero_runs AS (
-    SELECT cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job, period_no
+zero_marked AS (
+    -- (a) a run of idle samples counts when it lasts zero_seconds (a period number holds one
+    -- run, then the busy samples after it)
+    SELECT
+        *,
+        coalesce(idle AND date_diff('second',
+            min(CASE WHEN idle THEN bucket_start END) OVER run,
+            max(CASE WHEN idle THEN bucket_start + to_seconds(step_seconds) END) OVER run)
+            >= zero_seconds, false) AS by_zero
     FROM numbered
-    WHERE idle
-    GROUP BY cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job, period_no,
-        zero_seconds
-    HAVING date_diff('second', min(bucket_start), max(bucket_start + to_seconds(step_seconds)))
-        >= zero_seconds
+    WINDOW run AS (PARTITION BY cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid,
+                   hpc_job, period_no)
 ),
 
-cumulated AS (
-    -- (b) window rule: running sums, so a window's mean is a difference of two rows
+window_events AS (
+    -- (b) one time line per series: each sample (kind 0, at its bucket_start) and, under the
+    -- window rule, each sample's window start (kind 1, at bucket_start - window_seconds); at
+    -- one instant samples sort first
     SELECT
-        cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job, bucket_start,
-        step_seconds, window_threshold, window_seconds,
-        sum(busy_fraction) OVER w AS busy_sum,
-        count(*) OVER w AS samples
-    FROM stepped
-    WHERE window_seconds > 0
-    WINDOW w AS (PARTITION BY cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job
-                 ORDER BY bucket_start ROWS UNBOUNDED PRECEDING)
+        z.*, k.kind,
+        CASE WHEN k.kind = 0 THEN z.bucket_start
+            ELSE z.bucket_start - to_seconds(z.window_seconds) END AS at_ts
+    FROM zero_marked AS z
+    INNER JOIN (VALUES (0), (1)) AS k(kind) ON k.kind = 0 OR z.window_seconds > 0
+    WHERE $window_rule
 ),
 
 window_ends AS (
-    -- windows (end - window_seconds, end] covered by samples for >= 90 % whose samples' mean
-    -- is below the threshold (missing samples are left out, never read as 0 %)
-    SELECT e.cluster, e.gpu_uuid, e.gpu_instance, e.namespace, e.pod, e.pod_uid, e.hpc_job,
-           e.bucket_start AS window_end
-    FROM cumulated AS e
-    ASOF LEFT JOIN cumulated AS b
-        ON b.cluster = e.cluster AND b.gpu_uuid = e.gpu_uuid
-        AND b.gpu_instance = e.gpu_instance AND b.namespace = e.namespace AND b.pod = e.pod
-        AND b.pod_uid = e.pod_uid AND b.hpc_job = e.hpc_job
-        AND e.bucket_start - to_seconds(e.window_seconds) >= b.bucket_start
-    WHERE (e.samples - coalesce(b.samples, 0)) * e.step_seconds >= 0.9 * e.window_seconds
-      AND (e.busy_sum - coalesce(b.busy_sum, 0)) / (e.samples - coalesce(b.samples, 0))
-          < e.window_threshold
-),
-
-window_minutes AS (
-    -- a sample lies in a low window when the next low window's end is within one window
-    SELECT c.cluster, c.gpu_uuid, c.gpu_instance, c.namespace, c.pod, c.pod_uid, c.hpc_job,
-           c.bucket_start
-    FROM cumulated AS c
-    ASOF INNER JOIN window_ends AS e
-        ON e.cluster = c.cluster AND e.gpu_uuid = c.gpu_uuid
-        AND e.gpu_instance = c.gpu_instance AND e.namespace = c.namespace AND e.pod = c.pod
-        AND e.pod_uid = c.pod_uid AND e.hpc_job = c.hpc_job
-        AND e.window_end >= c.bucket_start
-    WHERE e.window_end - to_seconds(c.window_seconds) < c.bucket_start
+    -- a window start reads the running sums of the last sample at or before it (an as-of join
+    -- without one); its window (end - window_seconds, end] is low when covered by samples for
+    -- >= 90 % and their mean is below the threshold (missing samples are left out, never read
+    -- as 0 %)
+    SELECT
+        *,
+        CASE WHEN kind = 1
+                AND (samples - coalesce(samples_before, 0)) * step_seconds
+                    >= 0.9 * window_seconds
+            THEN (busy_sum - coalesce(busy_before, 0))
+                / ((samples - coalesce(samples_before, 0)) * 1e9) < window_threshold
+            ELSE false END AS low_end
+    FROM (
+        SELECT
+            *,
+            -- samples counts rows: rising, so its max is the last sample's
+            max(CASE WHEN kind = 0 THEN samples END) OVER w AS samples_before,
+            last_value(CASE WHEN kind = 0 THEN busy_sum END IGNORE NULLS) OVER w AS busy_before
+        FROM window_events
+        WINDOW w AS (PARTITION BY cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid,
+                     hpc_job ORDER BY at_ts, kind ROWS UNBOUNDED PRECEDING)
+    )
 ),
 
 idle_minutes AS (
-    SELECT n.cluster, n.node, n.gpu_uuid, n.gpu_instance, n.namespace, n.pod, n.pod_uid,
-           n.hpc_job, n.bucket_start, n.busy_fraction, n.step_seconds, n.zero_threshold,
-           n.window_threshold, n.window_seconds,
-           z.period_no IS NOT NULL AS by_zero, w.bucket_start IS NOT NULL AS by_window
-    FROM numbered AS n
-    LEFT JOIN zero_runs AS z
-        ON n.idle AND z.cluster = n.cluster AND z.gpu_uuid = n.gpu_uuid
-        AND z.gpu_instance = n.gpu_instance AND z.namespace = n.namespace AND z.pod = n.pod
-        AND z.pod_uid = n.pod_uid AND z.hpc_job = n.hpc_job AND z.period_no = n.period_no
-    LEFT JOIN window_minutes AS w
-        ON w.cluster = n.cluster AND w.gpu_uuid = n.gpu_uuid
-        AND w.gpu_instance = n.gpu_instance AND w.namespace = n.namespace AND w.pod = n.pod
-        AND w.pod_uid = n.pod_uid AND w.hpc_job = n.hpc_job AND w.bucket_start = n.bucket_start
-    WHERE z.period_no IS NOT NULL OR w.bucket_start IS NOT NULL
+    -- no policy with a window rule (the default): the zero rule's samples, no time line (its
+    -- windows would sort every sample again; the constant filter drops the unused branch)
+    SELECT cluster, node, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job,
+           bucket_start, busy_fraction, step_seconds, zero_threshold, window_threshold,
+           window_seconds, by_zero, false AS by_window
+    FROM zero_marked
+    WHERE NOT $window_rule AND by_zero
+    UNION ALL
+    -- a sample lies in a low window when one starting before it ends at or after it (one window
+    -- length per series: the windows starting before it end in their order)
+    SELECT cluster, node, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job,
+           bucket_start, busy_fraction, step_seconds, zero_threshold, window_threshold,
+           window_seconds, by_zero, coalesce(low_until >= bucket_start, false) AS by_window
+    FROM (
+        SELECT *, max(CASE WHEN low_end THEN bucket_start END) OVER (
+            PARTITION BY cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job
+            ORDER BY at_ts, kind ROWS UNBOUNDED PRECEDING) AS low_until
+        FROM window_ends
+    )
+    WHERE $window_rule AND kind = 0 AND (by_zero OR low_until >= bucket_start)
 ),
 
 idle_numbered AS (
@@ -245,43 +271,40 @@ periods AS (
     GROUP BY cluster, node, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job, period_no
 ),
 
-slurm_holders AS (
+holders AS (
     -- hpc_job carries JobIDRaw; a requeued job's run is the one holding the period (matched by
-    -- node: Slurm and Kubernetes may call the cluster differently)
+    -- node: Slurm and Kubernetes may call the cluster differently); a pod's period has no run
     SELECT p.*, n.run_key
     FROM periods AS p
-    INNER JOIN slurm_node_allocations AS n
-        ON n.node = p.node AND p.hpc_job IN (CAST(n.job_id_raw AS VARCHAR), n.job_id)
+    LEFT JOIN slurm_node_allocations AS n
+        ON p.pod = '' AND n.node = p.node
+        AND p.hpc_job IN (CAST(n.job_id_raw AS VARCHAR), n.job_id)
         AND n.start < p.end_ts AND coalesce(n."end", p.end_ts) > p.start_ts
-    WHERE p.pod = '' AND p.hpc_job <> ''
 ),
 
 candidates AS (
-    SELECT p.*, a.domain, a.source_key, a.day, a.job_id, a.name, a.k8s_namespace, a.person,
-           a.team, a.cost_centre, a.gpu_model, a.qos, a.gpus AS node_gpus,
+    -- the ledger pieces of the period's holder: its pod (by name, within the scrape tolerance)
+    -- or its Slurm run (overlapping)
+    SELECT p.* EXCLUDE (run_key), a.domain, a.source_key, a.day, a.job_id, a.name,
+           a.k8s_namespace, a.person, a.team, a.cost_centre, a.gpu_model, a.qos,
+           a.gpus AS node_gpus,
            -- a MIG instance wastes its fraction of the GPU per second (docs/shared-gpus.md)
            CASE WHEN a.sharing = 'mig' THEN a.capacity_gpus / nullif(a.gpus, 0) ELSE 1.0 END
                AS unit_share,
            date_diff('second', greatest(a.start_ts, p.start_ts), least(a.end_ts, p.end_ts))
                AS overlap_seconds
-    FROM periods AS p
+    FROM holders AS p
     INNER JOIN allocations AS a
-        ON a.domain = 'kubernetes' AND a.cluster = p.cluster AND a.node = p.node
-        AND a.k8s_namespace = p.namespace AND a.name = p.pod
-        AND (p.pod_uid = '' OR a.source_key = p.pod_uid)
-        AND a.start_ts <= p.end_ts + to_seconds($tolerance_seconds)
-        AND a.end_ts >= p.start_ts - to_seconds($tolerance_seconds)
-    WHERE p.pod <> ''
-    UNION ALL
-    SELECT p.* EXCLUDE (run_key), a.domain, a.source_key, a.day, a.job_id, a.name,
-           a.k8s_namespace, a.person, a.team, a.cost_centre, a.gpu_model, a.qos,
-           a.gpus AS node_gpus,
-           CASE WHEN a.sharing = 'mig' THEN a.capacity_gpus / nullif(a.gpus, 0) ELSE 1.0 END,
-           date_diff('second', greatest(a.start_ts, p.start_ts), least(a.end_ts, p.end_ts))
-    FROM slurm_holders AS p
-    INNER JOIN allocations AS a
-        ON a.domain = 'slurm' AND a.source_key = p.run_key AND a.node = p.node
-        AND a.start_ts < p.end_ts AND a.end_ts > p.start_ts
+        ON a.node = p.node
+        AND a.domain = CASE WHEN p.pod <> '' THEN 'kubernetes' ELSE 'slurm' END
+        AND CASE WHEN a.domain = 'kubernetes' THEN a.name ELSE a.source_key END
+            = CASE WHEN p.pod <> '' THEN p.pod ELSE p.run_key END
+        AND CASE WHEN p.pod <> ''
+            THEN a.cluster = p.cluster AND a.k8s_namespace = p.namespace
+                AND (p.pod_uid = '' OR a.source_key = p.pod_uid)
+                AND a.start_ts <= p.end_ts + to_seconds($tolerance_seconds)
+                AND a.end_ts >= p.start_ts - to_seconds($tolerance_seconds)
+            ELSE a.start_ts < p.end_ts AND a.end_ts > p.start_ts END
 ),
 
 picked AS (
@@ -291,7 +314,7 @@ picked AS (
         SELECT *, row_number() OVER (
             PARTITION BY cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job,
                 period_no
-            ORDER BY overlap_seconds DESC, day
+            ORDER BY overlap_seconds DESC, day, source_key
         ) AS pick
         FROM candidates
     )
@@ -314,87 +337,85 @@ claims AS (
     FROM det_gang
 ),
 
-numbered_picks AS (
-    SELECT *, row_number() OVER () AS pick_no,
-           k8s_namespace || '/' || job_id AS workload
-    FROM picked
-),
-
 claimed AS (
-    SELECT p.pick_no, greatest(c.start_ts, p.start_ts) AS cs, least(c.end_ts, p.end_ts) AS ce
-    FROM numbered_picks AS p
-    INNER JOIN claims AS c
-        ON c.start_ts < p.end_ts AND c.end_ts > p.start_ts
-        AND CASE c.by_what
-            WHEN 'gpu' THEN c.gpu_uuid = p.gpu_uuid
-            WHEN 'pair' THEN c.node = p.node AND CASE WHEN p.domain = 'slurm'
-                THEN c.slurm_job = p.job_id ELSE c.k8s_workload = p.workload END
-            ELSE p.domain = 'kubernetes' AND c.cluster = p.cluster
-                AND c.k8s_workload = p.workload
-        END
-),
-
-claimed_merged AS (
-    -- the union of the claims on one pick: overlapping claims are one interval
-    SELECT pick_no, min(cs) AS ms, max(ce) AS me
+    -- each pick with the claims on it in time order (a pick without any: one row, cs NULL);
+    -- prev_end: the latest end of the claims before (an island of overlapping claims starts
+    -- where a claim starts after it)
+    SELECT
+        *,
+        max(ce) OVER (PARTITION BY cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid,
+                          hpc_job, period_no
+                      ORDER BY cs, ce ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+            AS prev_end,
+        max(ce) OVER (PARTITION BY cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid,
+                          hpc_job, period_no) AS last_end,
+        row_number() OVER (PARTITION BY cluster, gpu_uuid, gpu_instance, namespace, pod,
+                               pod_uid, hpc_job, period_no ORDER BY cs, ce) AS claim_no
     FROM (
-        SELECT *, sum(CASE WHEN prev_end IS NULL OR cs > prev_end THEN 1 ELSE 0 END)
-            OVER (PARTITION BY pick_no ORDER BY cs, ce) AS island
-        FROM (
-            SELECT *, max(ce) OVER (PARTITION BY pick_no ORDER BY cs, ce
-                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-            FROM claimed
-        )
+        SELECT p.*,
+               CASE WHEN c.by_what IS NOT NULL THEN greatest(c.start_ts, p.start_ts) END AS cs,
+               CASE WHEN c.by_what IS NOT NULL THEN least(c.end_ts, p.end_ts) END AS ce
+        FROM picked AS p
+        LEFT JOIN claims AS c
+            ON c.start_ts < p.end_ts AND c.end_ts > p.start_ts
+            AND CASE c.by_what
+                WHEN 'gpu' THEN c.gpu_uuid = p.gpu_uuid
+                WHEN 'pair' THEN c.node = p.node AND CASE WHEN p.domain = 'slurm'
+                    THEN c.slurm_job = p.job_id
+                    ELSE c.k8s_workload = p.k8s_namespace || '/' || p.job_id END
+                ELSE p.domain = 'kubernetes' AND c.cluster = p.cluster
+                    AND c.k8s_workload = p.k8s_namespace || '/' || p.job_id
+            END
     )
-    GROUP BY pick_no, island
 ),
 
 piece_bounds AS (
-    -- what is left of each pick: before, between and after the claims
-    SELECT pick_no, start_ts AS ps, end_ts AS pe
-    FROM numbered_picks
-    WHERE pick_no NOT IN (SELECT pick_no FROM claimed_merged)
-    UNION ALL
-    SELECT m.pick_no, coalesce(lag(m.me) OVER w, p.start_ts), m.ms
-    FROM claimed_merged AS m
-    INNER JOIN numbered_picks AS p USING (pick_no)
-    WINDOW w AS (PARTITION BY m.pick_no ORDER BY m.ms)
-    UNION ALL
-    SELECT m.pick_no, max(m.me), any_value(p.end_ts)
-    FROM claimed_merged AS m
-    INNER JOIN numbered_picks AS p USING (pick_no)
-    GROUP BY m.pick_no
+    -- what is left of each pick: before each island of claims (kind 0: empty unless the claim
+    -- starts an island) and after the last claim (kind 1, once per pick: the whole pick when
+    -- nothing claims it)
+    SELECT
+        c.*,
+        CASE WHEN k.kind = 0 THEN coalesce(c.prev_end, c.start_ts)
+            ELSE coalesce(c.last_end, c.start_ts) END AS ps,
+        CASE WHEN k.kind = 0 THEN c.cs ELSE c.end_ts END AS pe
+    FROM claimed AS c
+    INNER JOIN (VALUES (0), (1)) AS k(kind) ON k.kind = 0 OR c.claim_no = 1
 ),
 
 pieces AS (
-    -- a split piece names the idle samples overlapping it
-    SELECT p.* REPLACE (b.ps AS start_ts, b.pe AS end_ts,
-           CASE WHEN b.ps = p.start_ts AND b.pe = p.end_ts THEN p.buckets
-               ELSE (SELECT count(*) FROM idle_minutes AS m
-                     WHERE m.cluster = p.cluster AND m.gpu_uuid = p.gpu_uuid
-                     AND m.gpu_instance = p.gpu_instance AND m.namespace = p.namespace
-                     AND m.pod = p.pod AND m.pod_uid = p.pod_uid AND m.hpc_job = p.hpc_job
-                     AND m.bucket_start < b.pe
-                     AND m.bucket_start + to_seconds(m.step_seconds) > b.ps) END AS buckets,
-           CASE WHEN b.ps = p.start_ts THEN p.first_bucket
-               ELSE (SELECT min(m.bucket_start) FROM idle_minutes AS m
-                     WHERE m.cluster = p.cluster AND m.gpu_uuid = p.gpu_uuid
-                     AND m.gpu_instance = p.gpu_instance AND m.namespace = p.namespace
-                     AND m.pod = p.pod AND m.pod_uid = p.pod_uid AND m.hpc_job = p.hpc_job
-                     AND m.bucket_start < b.pe
-                     AND m.bucket_start + to_seconds(m.step_seconds) > b.ps) END
-               AS first_bucket,
-           CASE WHEN b.pe = p.end_ts THEN p.last_bucket
-               ELSE (SELECT max(m.bucket_start) FROM idle_minutes AS m
-                     WHERE m.cluster = p.cluster AND m.gpu_uuid = p.gpu_uuid
-                     AND m.gpu_instance = p.gpu_instance AND m.namespace = p.namespace
-                     AND m.pod = p.pod AND m.pod_uid = p.pod_uid AND m.hpc_job = p.hpc_job
-                     AND m.bucket_start < b.pe
-                     AND m.bucket_start + to_seconds(m.step_seconds) > b.ps) END
-               AS last_bucket)
-    FROM piece_bounds AS b
-    INNER JOIN numbered_picks AS p USING (pick_no)
-    WHERE b.pe > b.ps
+    -- a split piece names the idle samples overlapping it (a whole pick keeps its figures)
+    SELECT
+        domain, source_key, cluster, node, gpu_uuid, gpu_instance, namespace, pod, pod_uid,
+        hpc_job, ps AS start_ts, pe AS end_ts,
+        CASE WHEN ps = start_ts AND pe = end_ts THEN buckets ELSE split_buckets END AS buckets,
+        CASE WHEN ps = start_ts THEN first_bucket ELSE split_first END AS first_bucket,
+        CASE WHEN pe = end_ts THEN last_bucket ELSE split_last END AS last_bucket,
+        mean_busy, by_zero, by_window, zero_threshold, window_threshold, window_seconds, day,
+        job_id, name, k8s_namespace, person, team, cost_centre, gpu_model, qos, node_gpus,
+        unit_share
+    FROM (
+        SELECT
+            b.*,
+            count(m.bucket_start) OVER piece AS split_buckets,
+            min(m.bucket_start) OVER piece AS split_first,
+            max(m.bucket_start) OVER piece AS split_last,
+            row_number() OVER (PARTITION BY b.cluster, b.gpu_uuid, b.gpu_instance, b.namespace,
+                                   b.pod, b.pod_uid, b.hpc_job, b.period_no, b.ps, b.pe
+                               ORDER BY m.bucket_start) AS sample_no
+        FROM piece_bounds AS b
+        LEFT JOIN idle_minutes AS m
+            -- split pieces only (a key of NULL joins nothing: a hash join, not a loop)
+            ON m.gpu_uuid = CASE WHEN b.ps <> b.start_ts OR b.pe <> b.end_ts THEN b.gpu_uuid END
+            AND m.cluster = b.cluster
+            AND m.gpu_instance = b.gpu_instance AND m.namespace = b.namespace
+            AND m.pod = b.pod AND m.pod_uid = b.pod_uid AND m.hpc_job = b.hpc_job
+            AND m.bucket_start < b.pe
+            AND m.bucket_start + to_seconds(m.step_seconds) > b.ps
+        WHERE b.pe > b.ps
+        WINDOW piece AS (PARTITION BY b.cluster, b.gpu_uuid, b.gpu_instance, b.namespace,
+                         b.pod, b.pod_uid, b.hpc_job, b.period_no, b.ps, b.pe)
+    )
+    WHERE sample_no = 1
 ),
 
 grouped AS (
@@ -403,7 +424,12 @@ grouped AS (
         *,
         sum(CASE WHEN prev_end IS NULL OR start_ts > prev_end THEN 1 ELSE 0 END) OVER (
             PARTITION BY domain, source_key, node ORDER BY start_ts, gpu_uuid, gpu_instance
-        ) AS incident_no
+        ) AS incident_no,
+        -- the order arg_min reads an incident's first piece in (start_ts, then the series)
+        row_number() OVER (
+            PARTITION BY domain, source_key, node
+            ORDER BY start_ts, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job, cluster
+        ) AS piece_rank
     FROM (
         SELECT *, max(end_ts) OVER (
             PARTITION BY domain, source_key, node ORDER BY start_ts, gpu_uuid, gpu_instance
@@ -430,42 +456,57 @@ incidents AS (
         any_value(zero_threshold) AS zero_threshold,
         any_value(window_threshold) AS window_threshold,
         any_value(window_seconds) AS window_seconds,
-        arg_min(day, start_ts) AS day,
-        arg_min(job_id, start_ts) AS job_id,
-        arg_min(name, start_ts) AS name,
-        arg_min(k8s_namespace, start_ts) AS k8s_namespace,
-        arg_min(person, start_ts) AS person,
-        arg_min(team, start_ts) AS team,
-        arg_min(cost_centre, start_ts) AS cost_centre,
-        arg_min(gpu_model, start_ts) AS gpu_model,
-        arg_min(qos, start_ts) AS qos,
+        -- the first piece's owner (a NULL value is skipped: the next piece's is taken, on Spark
+        -- too: models/engines/transpile.py)
+        arg_min(day, piece_rank) AS day,
+        arg_min(job_id, piece_rank) AS job_id,
+        arg_min(name, piece_rank) AS name,
+        arg_min(k8s_namespace, piece_rank) AS k8s_namespace,
+        arg_min(person, piece_rank) AS person,
+        arg_min(team, piece_rank) AS team,
+        arg_min(cost_centre, piece_rank) AS cost_centre,
+        arg_min(gpu_model, piece_rank) AS gpu_model,
+        arg_min(qos, piece_rank) AS qos,
         max(node_gpus) AS node_gpus,
         -- the first idle sample's row, named in the evidence
         arg_min({'gpu_uuid': gpu_uuid, 'bucket': first_bucket, 'namespace': namespace,
-                 'pod': pod, 'hpc_job': hpc_job}, (start_ts, gpu_uuid)) AS first_row,
+                 'pod': pod, 'hpc_job': hpc_job}, piece_rank) AS first_row,
         max(last_bucket) AS last_bucket
     FROM grouped
     GROUP BY domain, source_key, node, incident_no
 ),
 
-job_sizes AS (
-    -- a Slurm run's GPUs and nodes over all its nodes
-    SELECT run_key, sum(gpus) AS job_gpus, count(DISTINCT node) AS job_nodes
-    FROM slurm_node_allocations
-    WHERE run_key IN (SELECT source_key FROM incidents WHERE domain = 'slurm')
-    GROUP BY run_key
-),
-
 sized AS (
+    -- one row per incident (incident_row 1) with its Slurm run's GPUs and nodes over all its
+    -- nodes and the nodes its allocation has wholly idle; a distinct count is the highest
+    -- dense_rank (Spark has no DISTINCT window aggregates)
     SELECT
-        i.*,
-        coalesce(j.job_gpus, i.node_gpus) AS job_gpus,
-        coalesce(j.job_nodes, 1) AS job_nodes,
-        i.gpus >= i.node_gpus AS whole_node,
-        count(DISTINCT CASE WHEN i.gpus >= i.node_gpus THEN i.node END)
-            OVER (PARTITION BY i.domain, i.source_key) AS idle_nodes
-    FROM incidents AS i
-    LEFT JOIN job_sizes AS j ON i.domain = 'slurm' AND j.run_key = i.source_key
+        *,
+        coalesce(max(run_node_rank) OVER incident, 1) AS job_nodes,
+        coalesce(max(CASE WHEN whole_node THEN idle_node_rank END)
+            OVER (PARTITION BY domain, source_key), 0) AS idle_nodes
+    FROM (
+        SELECT
+            *,
+            coalesce(sum(run_node_gpus) OVER incident, node_gpus) AS job_gpus,
+            CASE WHEN run_node IS NOT NULL THEN dense_rank() OVER (
+                PARTITION BY domain, source_key, node, incident_no ORDER BY run_node) END
+                AS run_node_rank,
+            CASE WHEN node IS NOT NULL THEN dense_rank() OVER (
+                PARTITION BY domain, source_key, whole_node ORDER BY node) END AS idle_node_rank,
+            row_number() OVER (
+                PARTITION BY domain, source_key, node, incident_no ORDER BY run_node)
+                AS incident_row
+        FROM (
+            SELECT i.*, i.gpus >= i.node_gpus AS whole_node, n.node AS run_node,
+                   n.gpus AS run_node_gpus
+            FROM incidents AS i
+            LEFT JOIN slurm_node_allocations AS n
+                ON i.domain = 'slurm' AND n.run_key = i.source_key
+        )
+        WINDOW incident AS (PARTITION BY domain, source_key, node, incident_no)
+    )
+    WINDOW incident AS (PARTITION BY domain, source_key, node, incident_no)
 )
 
 SELECT
@@ -495,9 +536,11 @@ SELECT
     CASE WHEN domain = 'slurm' THEN 'Slurm job ' || job_id ELSE 'pod ' || k8s_namespace || '/'
         || name END
         || ': ' || gpus || ' of its ' || node_gpus || ' GPU(s) on ' || node || ' '
-        || CASE WHEN by_zero THEN 'below ' || round(zero_threshold * 100, 1) || '% busy'
-            ELSE 'under ' || round(window_threshold * 100, 1) || '% mean busy over '
-                || round(window_seconds / 60.0, 1) || '-min windows' END
+        -- CAST: a DOUBLE the transpiler sees, rounded the DuckDB way on Spark too
+        || CASE WHEN by_zero
+            THEN 'below ' || round(CAST(zero_threshold AS DOUBLE) * 100, 1) || '% busy'
+            ELSE 'under ' || round(CAST(window_threshold AS DOUBLE) * 100, 1)
+                || '% mean busy over ' || round(window_seconds / 60.0, 1) || '-min windows' END
         || ' for ' || round(date_diff('second', start_ts, end_ts) / 60.0, 1) || ' min ('
         || round(100.0 * gpus / job_gpus, 1) || '% of its ' || job_gpus || ' GPU(s)'
         || CASE WHEN job_nodes > 1
@@ -513,3 +556,4 @@ SELECT
         || '; allocations{day=' || strftime(day, '%Y-%m-%d') || ',domain=' || domain
         || ',source_key=' || source_key || ',node=' || node || '}' AS evidence
 FROM sized
+WHERE incident_row = 1

@@ -99,7 +99,7 @@ def test_spark_engine_writes_the_rows_the_duckdb_engine_writes(both: tuple[Path,
         assert not _differences(a, b, names, types, decimal_tol, rel_tol), (a, b)
     if table == "incidents":  # the detectors run on Spark did find something
         kinds = {row[names.index("kind")] for row in duck}
-        assert {"double_scheduled"} <= kinds
+        assert {"double_scheduled", "idle_allocation"} <= kinds
 
 
 def test_spark_engine_read_the_minute_samples_from_the_ledgers_lake(both: tuple[Path, Path]

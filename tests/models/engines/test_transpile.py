@@ -5,6 +5,7 @@ from datetime import date, datetime
 
 import pytest
 import sqlglot
+from sqlglot import exp
 
 from models import load_sql
 from models.engines.transpile import UnsupportedSql, tables_read, to_spark
@@ -14,7 +15,7 @@ from models.engines.transpile import UnsupportedSql, tables_read, to_spark
 DAYS = {"first_day": date(2026, 1, 5), "end_day": date(2026, 1, 6)}
 SCAN = {"scan_start": datetime(2026, 1, 4), "scan_end": datetime(2026, 1, 7),
         "scan_first": date(2026, 1, 4), "scan_last": date(2026, 1, 6),
-        "tolerance_seconds": 60, "efficiency_coverage": 0.9}
+        "tolerance_seconds": 60, "efficiency_coverage": 0.9, "window_rule": True}
 HEAVY = {
     "gpu_usage_hourly_samples": {"from_ts": datetime(2026, 1, 4, 23),
                                  "to_ts": datetime(2026, 1, 6, 1)},
@@ -25,6 +26,7 @@ HEAVY = {
     "gpu_usage_daily": DAYS,
     "node_usage_daily": DAYS,
     "detect_double_gpu": SCAN,
+    "detect_idle": SCAN,
     "detect_low_efficiency": SCAN,
 }
 DUCKDB_ONLY = ("UNIX_TIMESTAMP", "TO_MICROSECONDS", "TO_SECONDS", "LENGTH(", "LISTAGG",
@@ -37,6 +39,39 @@ def test_heavy_models_come_out_as_spark_sql_without_duckdb_only_constructs(model
     for construct in DUCKDB_ONLY:
         assert construct not in spark_sql.upper(), construct
     sqlglot.parse_one(spark_sql, read="spark")  # well-formed Spark SQL
+
+
+def _inlined_table_reads(sql: str) -> int:
+    """How many table reads ``sql`` plans once every CTE reference is replaced by the CTE's
+    body, as Spark does with every CTE it is given (DuckDB may read a CTE once)."""
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    bodies = {c.alias_or_name: c.this for c in tree.find_all(exp.CTE)}
+    reads: dict[str, int] = {}
+
+    def count(tables: list[exp.Table]) -> int:
+        return sum(cte(t.name) if t.name in bodies else 1 for t in tables)
+
+    def cte(name: str) -> int:
+        if name not in reads:
+            reads[name] = count(list(bodies[name].find_all(exp.Table)))
+        return reads[name]
+
+    return count([t for t in tree.find_all(exp.Table) if t.find_ancestor(exp.CTE) is None])
+
+
+@pytest.mark.parametrize("model", sorted(HEAVY))
+def test_heavy_models_stay_small_once_spark_inlines_their_ctes(model: str) -> None:
+    """A CTE read twice is planned twice on Spark, and so is everything it reads: a chain of
+    such CTEs multiplies (a first port of detect_idle, its CTEs read as on DuckDB, read its
+    tables thousands of times: a plan of 14,616 nodes, a minute to optimize, the driver out of
+    heap)."""
+    assert _inlined_table_reads(load_sql(model)) <= 100
+
+
+def test_inlined_table_reads_multiply_along_ctes_read_twice() -> None:
+    sql = ("WITH a AS (SELECT * FROM t), b AS (SELECT * FROM a UNION ALL SELECT * FROM a), "
+           "c AS (SELECT * FROM b JOIN b AS b2 USING (k)) SELECT * FROM c JOIN u USING (k)")
+    assert _inlined_table_reads(sql) == 2 * 2 + 1
 
 
 def test_epoch_of_an_interval_is_days_and_microseconds_of_timestampdiff() -> None:
@@ -129,3 +164,16 @@ def test_tables_read_are_the_tables_minus_the_ctes() -> None:
     assert tables_read(load_sql("detect_low_efficiency")) == {
         "gpu_utilization", "allocations", "slurm_node_allocations", "idle_policy", "det_idle",
         "det_double", "det_gang", "gpu_busy_daily"}
+
+
+def test_arg_min_and_max_skip_null_values_as_in_duckdb() -> None:
+    spark_sql = to_spark("SELECT arg_min(x, k) AS a, arg_max(x, k) FILTER (WHERE y > 1) AS b "
+                         "FROM t", {})
+    assert "MIN_BY(x, k) FILTER(WHERE NOT x IS NULL AND NOT k IS NULL) AS a" in spark_sql
+    assert "MAX_BY(x, k) FILTER(WHERE (y > 1) AND (NOT x IS NULL AND NOT k IS NULL)) AS b" \
+        in spark_sql
+
+
+def test_arg_min_as_a_window_function_is_refused() -> None:
+    with pytest.raises(UnsupportedSql, match=r"expected ARG_MIN.* as an aggregate"):
+        to_spark("SELECT arg_min(x, k) OVER (PARTITION BY z) FROM t", {})
