@@ -173,16 +173,20 @@ class SparkEngine:
         return any(p.table_name == table and p.rows for p in synced.catalog.values())
 
     def _read_source(self, table: str, location: str) -> DataFrame:
-        reader = self.session.read
+        reader, paths = self.session.read, [location]
         if any(ch in location for ch in _GLOB):
             parts = Path(location).parts
             first_glob = next(i for i, p in enumerate(parts) if any(ch in p for ch in _GLOB))
             base = Path(*parts[:first_glob])
-            if not any(base.glob(str(Path(*parts[first_glob:])))):
+            # the files themselves, not the glob: Spark looks for a streaming sink's metadata
+            # at a single path it is given and logs a warning with a stack trace when that path
+            # is a pattern, at every read
+            paths = sorted(str(f) for f in base.glob(str(Path(*parts[first_glob:]))))
+            if not paths:
                 msg = f"expected Parquet files for {table} at {location}, found none"
                 raise FileNotFoundError(msg)
             reader = reader.option("basePath", str(base))
-        frame = reader.parquet(location)
+        frame = reader.parquet(*paths)
         ledger = _LEDGER.get(table)
         if ledger is None:
             return frame
