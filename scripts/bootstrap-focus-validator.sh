@@ -35,6 +35,10 @@ rm -rf "$VENV"
 "$python" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q "${PINS[@]}"
-"$VENV/bin/focus-validator" --help >/dev/null
+# from a scratch folder: the validator writes focus_validator_detailed.log where it runs
+validator="$(cd "$VENV/bin" && pwd)/focus-validator"
+scratch="$(mktemp -d)"
+(cd "$scratch" && "$validator" --help >/dev/null)
+rm -rf "$scratch"
 touch "$STAMP"
 echo "installed focus-validator $VERSION into $VENV ($("$VENV/bin/python" --version))" >&2
