@@ -12,8 +12,8 @@ runs, inventory, gpu_busy_daily, rate card):
 - ``duckdb``: the minute samples are loaded from the lake into the ledger (timed apart: "load"),
   then ``models.build.build_gpu_usage_hourly(con, first, last)`` ("usage") and
   ``models.incidents.build_incidents(con, first, last)`` ("incidents"), DuckDB on 2 threads;
-- ``spark``: the samples loaded the same way (ingest keeps them in the ledger, and
-  ``detect_idle`` runs on DuckDB whatever the engine), then the same two calls with
+- ``spark``: the samples loaded the same way (ingest keeps them in the ledger), then the same
+  two calls with
   ``engine=SparkEngine(session, scratch, sources={"gpu_utilization": <lake glob>})`` on a
   standalone Spark master and worker started here (``tests/services/spark/start-spark.sh``), so
   Spark reads the samples from the lake itself.
@@ -63,6 +63,8 @@ TOTALS = {
 #: totals that must agree to the last digit; the others within MATCH_REL
 EXACT = ("allocated_gpu_s", "gpu_usage_hourly_rows")
 MATCH_REL = 1e-9
+#: time ratio / row ratio from 1 to 7 days allowed at the largest estate: near-linear
+MAX_GROWTH = 1.5
 
 
 def load_small_tables(con, root: Path) -> dict[str, int]:
@@ -144,10 +146,20 @@ def _timed(fn, *args, **kwargs) -> tuple[object, float]:
     return out, time.perf_counter() - t
 
 
-def _child(engine: str, root: str, work: str, config: str) -> None:
-    """One engine over one world, in this fresh process; writes ``work``/result.json."""
+def _open_ledger(folder: Path, cfg: dict):
     import duckdb
 
+    con = duckdb.connect(str(folder / "ledger.duckdb"))
+    con.execute(f"SET threads = {THREADS}")
+    con.execute(f"SET memory_limit = '{cfg['memory_limit']}'")
+    con.execute(f"SET temp_directory = '{folder / 'duckdb-tmp'}'")
+    return con
+
+
+def _child(engine: str, root: str, work: str, config: str) -> None:
+    """One step of a run in this fresh process: ``load`` makes the ledger (the world's small
+    tables and its minute samples, as ingest leaves them); ``duckdb`` / ``spark`` build usage and
+    incidents on it with that engine. Writes ``work``/result-<engine>.json."""
     from models.build import build_gpu_usage_hourly
     from models.incidents import build_incidents
     from models.runner import ensure_schema
@@ -157,24 +169,22 @@ def _child(engine: str, root: str, work: str, config: str) -> None:
     meta = json.loads((lake / "world.json").read_text())
     first = date.fromisoformat(meta["spec"]["start"])
     last = first + timedelta(days=meta["spec"]["days"] - 1)
-    con = duckdb.connect(str(folder / "ledger.duckdb"))
-    con.execute(f"SET threads = {THREADS}")
-    con.execute(f"SET memory_limit = '{cfg['memory_limit']}'")
-    con.execute(f"SET temp_directory = '{folder / 'duckdb-tmp'}'")
-    ensure_schema(con)
-    load_small_tables(con, lake)
+    con = _open_ledger(folder, cfg)
     out: dict[str, object] = {"engine": engine, "rows": meta["utilization_rows"]}
+    progress = folder / f"progress-{engine}.json"
+    if engine == "load":
+        ensure_schema(con)
+        load_small_tables(con, lake)
+        rows, out["load"] = _timed(load_utilization, con, lake)
+        con.close()
+        out["ledger_bytes"] = (folder / "ledger.duckdb").stat().st_size
+        if rows != meta["utilization_rows"]:
+            msg = f"expected {meta['utilization_rows']:,} rows loaded, found {rows:,}"
+            raise RuntimeError(msg)
+        (folder / "result-load.json").write_text(json.dumps(out))
+        return
     kwargs: dict[str, object] = {}
     session = None
-    # the ledger holds the samples on either engine (ingest writes them there; the lake is
-    # published beside it), and detect_idle runs on DuckDB whatever the engine
-    progress = folder / "progress.json"
-    rows, out["load"] = _timed(load_utilization, con, lake)
-    out["ledger_bytes"] = (folder / "ledger.duckdb").stat().st_size
-    progress.write_text(json.dumps(out))
-    if rows != meta["utilization_rows"]:
-        msg = f"expected {meta['utilization_rows']:,} rows loaded, found {rows:,}"
-        raise RuntimeError(msg)
     out["start"] = 0.0
     if engine == "spark":
         from models.engines.spark import SparkEngine
@@ -203,7 +213,8 @@ def _child(engine: str, root: str, work: str, config: str) -> None:
                                      session.sparkContext.applicationId)
         session.stop()
     con.close()
-    (folder / "result.json").write_text(json.dumps(out))
+    out["ledger_bytes_built"] = (folder / "ledger.duckdb").stat().st_size
+    (folder / f"result-{engine}.json").write_text(json.dumps(out))
 
 
 def world_for(gpus: int, days: int, seed: int) -> tuple[Path, dict]:
@@ -244,22 +255,37 @@ def _run_capped(args: list[str], timeout: float | None) -> tuple[int, int, bool]
 
 
 def measure(engine: str, root: Path, cfg: dict, timeout: float | None = None) -> dict:
-    """One engine over the world at ``root`` in a fresh process; a run killed at ``timeout``
-    keeps the steps it finished (``progress.json``) and says ``timed_out``."""
+    """One engine over the world at ``root``: the ledger loaded in one fresh process, then built
+    by ``engine`` in another (so each has its own peak RSS); a run killed at ``timeout`` (for the
+    two together) keeps the steps it finished and says ``timed_out``."""
     with tempfile.TemporaryDirectory(dir=OUT, prefix="engine-scale-") as tmp:
         load1 = os.getloadavg()[0]
-        code, rss, killed = _run_capped([engine, str(root), tmp, json.dumps(cfg)], timeout)
-        result, progress = Path(tmp) / "result.json", Path(tmp) / "progress.json"
-        if code == 0:
-            out = json.loads(result.read_text())
-        elif killed:
-            out = {"engine": engine, "timed_out": timeout,
-                   **(json.loads(progress.read_text()) if progress.is_file() else {})}
-        else:
-            msg = f"expected the {engine} engine run to succeed, found exit status {code}"
-            raise RuntimeError(msg)
+        out: dict[str, object] = {"engine": engine}
+        began = time.perf_counter()
+        for step in ("load", engine):
+            left = None if timeout is None else timeout - (time.perf_counter() - began)
+            if left is not None and left <= 0:  # the budget went on the steps before
+                out["timed_out"] = timeout
+                break
+            code, rss, killed = _run_capped([step, str(root), tmp, json.dumps(cfg)], left)
+            result = Path(tmp) / f"result-{step}.json"
+            progress = Path(tmp) / f"progress-{step}.json"
+            if code == 0:
+                done = json.loads(result.read_text())
+            elif killed:
+                done = {"timed_out": timeout,
+                        **(json.loads(progress.read_text()) if progress.is_file() else {})}
+            else:
+                msg = f"expected the {step} step of the {engine} run to succeed, found exit " \
+                      f"status {code}"
+                raise RuntimeError(msg)
+            done.pop("engine", None)
+            out.update(done)
+            out["load_rss" if step == "load" else "rss"] = rss
+            if killed:
+                break
         du = sum(p.stat().st_size for p in Path(tmp).rglob("*") if p.is_file())
-    return {**out, "rss": rss, "load1": load1, "work_bytes": du}
+    return {**out, "load1": load1, "work_bytes": du}
 
 
 START_SPARK = Path(__file__).parents[1] / "tests" / "services" / "spark" / "start-spark.sh"
@@ -376,6 +402,11 @@ def _steps(run: dict) -> str:
     return ", ".join(done) or "nothing"
 
 
+def _minutes(seconds: float) -> str:
+    """A projected duration: whole minutes, or seconds under ten minutes."""
+    return f"{seconds / 60:,.0f} min" if seconds >= 600 else f"{seconds:,.0f} s"
+
+
 def _w(n: float) -> str:
     return f"{n:,.0f}"
 
@@ -406,10 +437,12 @@ def report(worlds: dict, runs: list[dict], args, started: datetime) -> tuple[str
         f"driver {args.driver_memory}, {args.shuffle_partitions} shuffle partitions) reading "
         "the samples from the lake. usage = `build_gpu_usage_hourly`, incidents = "
         "`build_incidents` (every detector), both over every day of the world; rows/s = minute "
-        "samples / seconds; load = the samples from the lake into the ledger (on either "
-        "engine: ingest keeps them there, and `detect_idle` runs on DuckDB whatever the engine, "
-        "models/incidents.py `HEAVY_DETECTORS`); peak RSS = the Python process's `ru_maxrss` "
-        "(`wait4`), JVMs' `VmHWM` (master and worker: since they started).", "",
+        "samples / seconds; load = the world's small tables and minute samples into a fresh "
+        "ledger, as ingest leaves them on either engine, in a process of its own; usage and "
+        "incidents in a second process; usage is built a day per pass (models/build.py "
+        "`USAGE_CHUNK_DAYS`), incidents in one pass over the days; peak RSS = each Python "
+        "process's `ru_maxrss` (`wait4`), JVMs' `VmHWM` (master and worker: since they "
+        "started).", "",
         "| GPUs | days | minute samples | on disk | bytes/row | generate s | generated rows/s |",
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -419,9 +452,9 @@ def report(worlds: dict, runs: list[dict], args, started: datetime) -> tuple[str
                      f"{w['utilization_bytes'] / w['utilization_rows']:.2f} | "
                      f"{w['seconds']:.1f} | {w['rows_per_s']:,} |")
     lines += ["", "| GPUs | days | engine | load s | Spark start s | usage s | incidents s | "
-              "usage rows/s | "
-              "incidents rows/s | CPU s (Python) | peak RSS Python | peak RSS JVMs |",
-              "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+              "usage rows/s | incidents rows/s | CPU s (Python) | peak RSS load | peak RSS build "
+              "(Python) | peak RSS JVMs |",
+              "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     stopped = [r for r in runs if "timed_out" in r]
     runs = [r for r in runs if "timed_out" not in r]
     for r in runs:
@@ -432,13 +465,13 @@ def report(worlds: dict, runs: list[dict], args, started: datetime) -> tuple[str
             f"| {r['gpus']:,} | {r['days']} | {r['engine']} | {r['load']:.1f} | "
             f"{start} | {r['usage']:.1f} | {r['incidents']:.1f} | "
             f"{_w(r['rows'] / r['usage'])} | "
-            f"{_w(r['rows'] / r['incidents'])} | {r['cpu']:.1f} | {results.mib(r['rss'])} | "
-            f"{jvms} |")
+            f"{_w(r['rows'] / r['incidents'])} | {r['cpu']:.1f} | {results.mib(r['load_rss'])} | "
+            f"{results.mib(r['rss'])} | {jvms} |")
     lines += [""] if stopped else []
     for r in stopped:
         line = (f"- {r['gpus']:,} GPUs x {r['days']} d, {r['engine']}: stopped after "
                 f"{r['timed_out']:,.0f} s, unfinished (finished: {_steps(r)}; peak RSS "
-                f"{results.mib(r['rss'])})")
+                f"{results.mib(r.get('rss', r['load_rss']))})")
         day = [d for d in runs if (d["gpus"], d["engine"], d["days"]) ==
                (r["gpus"], r["engine"], 1)]
         if day and "usage" in r:
@@ -461,6 +494,13 @@ def report(worlds: dict, runs: list[dict], args, started: datetime) -> tuple[str
                     f"{b['usage'] / a['usage']:.2f} (growth {growth(a, b, 'usage'):.2f}), "
                     f"incidents x{b['incidents'] / a['incidents']:.2f} (growth "
                     f"{growth(a, b, 'incidents'):.2f}); peak RSS x{b['rss'] / a['rss']:.2f}.")
+                if gpus == max(r["gpus"] for r in runs):
+                    for step in ("usage", "incidents"):
+                        g = growth(a, b, step)
+                        checks.append((
+                            f"{engine} {step}: {have[0]} -> {have[-1]} days at {gpus:,} GPUs "
+                            f"near-linear (growth <= {MAX_GROWTH})", f"{g:.2f}",
+                            g <= MAX_GROWTH))
     for (gpus, days, engine), r in sorted(by.items()):
         if engine != "spark" or (gpus, days, "duckdb") not in by:
             continue
@@ -491,14 +531,14 @@ def report(worlds: dict, runs: list[dict], args, started: datetime) -> tuple[str
         lines.append(
             f"| {engine} | {big['gpus']:,} GPUs x 1 d | {e:.2f} | {_w(lin['rows_day'])} | "
             f"{lin['bytes_day'] / 1e9:,.2f} GB | {lin['bytes_year'] / 1e12:,.2f} TB | {ledger} | "
-            f"{lin['s_day_2'] / 60:,.0f} min | {exp['s_day_2'] / 60:,.0f} min | "
-            f"{exp['s_day_16'] / 60:,.0f} min | {exp['s_day_64'] / 60:,.0f} min |")
+            f"{_minutes(lin['s_day_2'])} | {_minutes(exp['s_day_2'])} | "
+            f"{_minutes(exp['s_day_16'])} | {_minutes(exp['s_day_64'])} |")
     ok = all(c[2] for c in checks)
     if checks:
         lines += ["", "| target | measured | result |", "|---|---:|---|"]
         lines += [f"| {n} | {v} | {'PASS' if g else 'FAIL'} |" for n, v, g in checks]
     # a run stopped by --timeout measured only part of its size: say so, never PASS it
-    unfinished = [r for r in runs if r.get("timed_out")]
+    unfinished = stopped
     status = "PASS" if ok else "FAIL"
     if unfinished and ok:
         status = (f"INCOMPLETE ({len(unfinished)} run(s) stopped by --timeout; totals agree "

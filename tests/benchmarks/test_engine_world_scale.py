@@ -22,8 +22,11 @@ def duckdb_run(tmp_path_factory) -> tuple[dict, dict, object]:
     work.mkdir()
     meta = engine_world.generate(WorldSpec(gpus=48, days=2, start=date(2026, 1, 5), seed=3,
                                            idle_job_every=4, gap_every=2), root)
-    engine_scale._child("duckdb", str(root), str(work), json.dumps({"memory_limit": "2GB"}))
-    return json.loads((work / "result.json").read_text()), meta, root
+    config = json.dumps({"memory_limit": "2GB"})
+    engine_scale._child("load", str(root), str(work), config)  # the ledger, as ingest leaves it
+    engine_scale._child("duckdb", str(root), str(work), config)
+    loaded = json.loads((work / "result-load.json").read_text())
+    return {**loaded, **json.loads((work / "result-duckdb.json").read_text())}, meta, root
 
 
 def test_the_duckdb_run_loads_every_sample_and_measures_every_held_minute(duckdb_run):
@@ -106,7 +109,7 @@ def test_a_disagreement_between_engines_fails_the_report():
     world = {"spec": {"gpus": 8, "days": 1}, "utilization_rows": 11_520,
              "utilization_bytes": 23_040, "seconds": 1.0, "rows_per_s": 11_520}
     run = {"gpus": 8, "days": 1, "rows": 11_520, "load": 1.0, "usage": 1.0, "incidents": 1.0,
-           "cpu": 2.0, "rss": 1 << 28}
+           "cpu": 2.0, "rss": 1 << 28, "load_rss": 1 << 27}
     duck = {**run, "engine": "duckdb", "totals": {"allocated_gpu_s": 5.0}}
     spark = {**run, "engine": "spark", "totals": {"allocated_gpu_s": 6.0},
              "jvm_peaks": {"driver": 1 << 29}}
@@ -135,7 +138,35 @@ def test_a_run_past_its_timeout_is_stopped_and_reported_unfinished(duckdb_run, m
                      worker_memory="1g", executor_memory="1g", driver_memory="1g",
                      shuffle_partitions=2)
     finished = {"gpus": 48, "days": 2, "engine": "duckdb", "rows": meta["utilization_rows"],
-                "load": 1.0, "usage": 1.0, "incidents": 1.0, "cpu": 1.0, "rss": 1 << 28}
-    text, _ = engine_scale.report({(48, 2): meta}, [finished, {"gpus": 48, "days": 2, **run}],
-                                  args, datetime(2026, 12, 2, tzinfo=UTC))
+                "load": 1.0, "usage": 1.0, "incidents": 1.0, "cpu": 1.0, "rss": 1 << 28,
+                "load_rss": 1 << 27}
+    text, ok = engine_scale.report({(48, 2): meta}, [finished, {"gpus": 48, "days": 2, **run}],
+                                   args, datetime(2026, 12, 2, tzinfo=UTC))
     assert "- 48 GPUs x 2 d, duckdb: stopped after 0 s, unfinished" in text
+    assert "**INCOMPLETE" in text
+    assert not ok
+
+
+def test_time_growing_faster_than_the_days_fails_the_report():
+    def world(days: int) -> dict:
+        return {"spec": {"gpus": 8, "days": days}, "utilization_rows": 11_520 * days,
+                "utilization_bytes": 23_040 * days, "seconds": 1.0, "rows_per_s": 11_520}
+
+    def run(days: int, usage: float, incidents: float) -> dict:
+        return {"gpus": 8, "days": days, "engine": "duckdb", "rows": 11_520 * days,
+                "load": 1.0, "usage": usage, "incidents": incidents, "cpu": 1.0,
+                "rss": 1 << 28, "load_rss": 1 << 27, "totals": {}}
+
+    args = Namespace(gpus=[8], days=[1, 7], engines=["duckdb"], seed=1, memory_limit="1GB",
+                     worker_memory="1g", executor_memory="1g", driver_memory="1g",
+                     shuffle_partitions=2)
+    started = datetime(2026, 12, 2, tzinfo=UTC)
+    worlds = {(8, 1): world(1), (8, 7): world(7)}
+    text, ok = engine_scale.report(worlds, [run(1, 1.0, 1.0), run(7, 7.7, 10.0)], args, started)
+    assert ok, text
+    assert "| duckdb usage: 1 -> 7 days at 8 GPUs near-linear (growth <= 1.5) | 1.10 | PASS |" \
+        in text
+    text, ok = engine_scale.report(worlds, [run(1, 1.0, 1.0), run(7, 7.7, 14.0)], args, started)
+    assert not ok
+    assert "| duckdb incidents: 1 -> 7 days at 8 GPUs near-linear (growth <= 1.5) | 2.00 | FAIL |" \
+        in text
