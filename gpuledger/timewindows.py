@@ -2,6 +2,8 @@
 
 from datetime import UTC, datetime, timedelta
 
+MINUTE_GRAIN = timedelta(minutes=1)  # gpu_utilization buckets
+
 
 def utc_naive(value: datetime) -> datetime:
     """A naive datetime meaning UTC (aware values are converted, naive ones taken as UTC)."""
@@ -23,3 +25,14 @@ def daily_windows(start: datetime, end: datetime) -> list[tuple[datetime, dateti
         windows.append((cursor, min(midnight, end)))
         cursor = min(midnight, end)
     return windows
+
+
+def floor_to(value: datetime, step: timedelta) -> datetime:
+    """`value` rounded down to a multiple of `step` since the epoch."""
+    epoch = datetime(1970, 1, 1)
+    return epoch + step * ((value - epoch) // step)
+
+
+def ceil_to(value: datetime, step: timedelta) -> datetime:
+    floor = floor_to(value, step)
+    return floor if floor == value else floor + step

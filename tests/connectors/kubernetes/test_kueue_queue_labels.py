@@ -16,7 +16,7 @@ import pytest
 
 from connectors.kubernetes.ksm import pod_gpu_allocations
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger.k8s_ingest import _label_warnings
+from gpuledger.k8s_window_read import queue_label_warnings
 from tests.connectors.kubernetes.fakes import T0, om_file
 from tests.connectors.kubernetes.ksm_expositions import (
     KSM_POD_V2_20,
@@ -102,6 +102,6 @@ def test_the_kueue_label_keys_are_not_reported_as_unknown_spellings():
         '"kueue_x_k8s_io_cluster_queue_name": "cluster-queue"}',
         '{"kueue_x_k8s_io_queue_name": "user-queue"}',
         '{"my_queue": "q"}']})
-    assert _label_warnings(labels) == [
+    assert queue_label_warnings(labels) == [
         "kube_pod_labels: label_my_queue looks like a Kueue queue label but is not "
         "label_kueue_x_k8s_io_queue_name; not used as the pod's LocalQueue"]
