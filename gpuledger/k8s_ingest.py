@@ -71,7 +71,6 @@ from gpuledger.k8s_window_store import (  # noqa: F401  (coalesce_intervals: thi
     replace_window_intervals,
     store_line_rejects,
     store_phases,
-    store_pod_gpus,
     store_seen,
 )
 from gpuledger.nodenames import NodeNamer, load_namer, record_names
@@ -224,7 +223,8 @@ def write_kubernetes_window(
                          where="FALSE", atomic=False)
             pod_gpus.append(pod_gpus_seen(part))
         if pod_gpus:  # one row per (pod, GPU, day): a GPU's rows are all in one part
-            store_pod_gpus(con, pl.concat(pod_gpus, how="vertical_relaxed"), cluster)
+            store_seen(con, schema.K8S_POD_GPUS, pl.concat(pod_gpus, how="vertical_relaxed"),
+                       cluster)
         store_seen(con, schema.K8S_JOB_SPECS, read.job_specs, cluster)
         store_seen(con, schema.K8S_PENDING_PODS, read.pending_pods, cluster)
         first_day, last_day = read.busy_days

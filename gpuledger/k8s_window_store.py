@@ -179,29 +179,11 @@ def pod_gpus_seen(utilization: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def store_pod_gpus(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame, cluster: str) -> None:
-    """Widen (never narrow) the [first, last) seen span of each pod's GPU per day."""
-    if frame.height == 0:
-        return
-    table = schema.K8S_POD_GPUS
-    incoming = conform(frame, table, cluster=cluster)
-    key = ["cluster", "namespace", "pod", "node", "gpu_uuid", "day"]
-    view = register_frame(con, incoming)
-    try:
-        quoted = ", ".join(f'"{c}"' for c in key)
-        where = f"({quoted}) IN (SELECT {quoted} FROM {view})"
-        stored = con.execute(f"SELECT * FROM {table.name} WHERE {where}").pl()
-        both = pl.concat([conform(stored, table), incoming], how="vertical_relaxed")
-        merged = both.group_by(key).agg(pl.col("first_seen").min(), pl.col("last_seen").max())
-        replace_rows(con, table, conform(merged, table), where=where, atomic=False)
-    finally:
-        con.unregister(view)
-
-
 def store_seen(con: duckdb.DuckDBPyConnection, table: schema.Table, frame: pl.DataFrame,
-                cluster: str) -> None:
-    """Widen (never narrow) the [first, last) seen span of each key of `table` (Job sizes,
-    pending pods): re-ingesting a window changes nothing, windows add up in any order."""
+               cluster: str) -> None:
+    """Widen (never narrow) the [first, last) seen span of each key of `table` (a pod's GPUs per
+    day, Job sizes, pending pods): re-ingesting a window changes nothing, windows add up in any
+    order."""
     if frame.height == 0:
         return
     incoming = conform(frame, table, cluster=cluster)
@@ -225,7 +207,7 @@ def store_seen(con: duckdb.DuckDBPyConnection, table: schema.Table, frame: pl.Da
 
 
 def store_line_rejects(con: duckdb.DuckDBPyConnection, rejects: list[Reject],
-                        source: MetricsSource) -> None:
+                       source: MetricsSource) -> None:
     """An OpenMetrics file's unreadable lines, replacing what an earlier read of it stored."""
     path = getattr(source, "path", None)
     if path is None:

@@ -4,7 +4,7 @@ idle allocation, the idle policies (zero, window, low efficiency); then the samp
 realistic world summed per GPU-second."""
 
 import json
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path
 
 import duckdb
@@ -15,6 +15,7 @@ from models.incidents import IdlePolicy, IdleRules, build_incidents
 from models.runner import ensure_schema, read_snapshot
 from simulator import SimConfig, simulate
 from simulator.config import NodeCounts
+from tests.models.idle_ledger import insert_minutes, insert_pod, insert_slurm_job
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = date(2026, 1, 5)
@@ -35,51 +36,6 @@ def con():
               "('a100', 'kubernetes', '', NULL, NULL, 7.20, 'EUR')")
     yield c
     c.close()
-
-
-def _pod(con, uid: str, gpus: int, start: datetime, end: datetime, *, node: str = "n1",
-         workload: str = "wl", namespace: str = "ns") -> None:
-    con.execute("INSERT INTO allocations (day, domain, cluster, source_key, job_id, name, node, "
-                "gpu_model, gpus, start_ts, end_ts, gpu_seconds, k8s_namespace, person) "
-                "VALUES (?, 'kubernetes', 'c', ?, ?, ?, ?, 'a100', ?, ?, ?, ?, ?, 'alice')",
-                [start.date(), uid, workload, f"pod-{uid}", node, gpus, start, end,
-                 gpus * int((end - start).total_seconds()), namespace])
-    con.execute("INSERT INTO k8s_pod_allocations (cluster, namespace, pod, uid, node, gpus, "
-                "start_ts, end_ts, scrape_interval_s) VALUES ('c', ?, ?, ?, ?, ?, ?, ?, 60)",
-                [namespace, f"pod-{uid}", uid, node, gpus, start, end])
-
-
-def _slurm(con, job: int, gpus: int, start: datetime, end: datetime, *, node: str = "n1",
-           partition: str = "gpu") -> None:
-    key = f"c:{job}:0"
-    con.execute("INSERT INTO slurm_runs (run_key, cluster, job_id, job_id_raw, partition, start, "
-                "\"end\", alloc_gpus, nodes, source_file, line_no) "
-                "VALUES (?, 'c', ?, ?, ?, ?, ?, ?, [?], 'dump', ?)",
-                [key, str(job), job, partition, start, end, gpus, node, job])
-    con.execute("INSERT INTO slurm_node_allocations (run_key, cluster, job_id, job_id_raw, "
-                "node, gpus, start, \"end\") VALUES (?, 'c', ?, ?, ?, ?, ?, ?)",
-                [key, str(job), job, node, gpus, start, end])
-    con.execute("INSERT INTO allocations (day, domain, cluster, source_key, job_id, name, node, "
-                "pool, gpu_model, gpus, start_ts, end_ts, gpu_seconds, person) VALUES "
-                "(?, 'slurm', 'c', ?, ?, 'job', ?, ?, 'a100', ?, ?, ?, ?, 'erin')",
-                [start.date(), key, str(job), node, partition, gpus, start, end,
-                 gpus * int((end - start).total_seconds())])
-
-
-def _minutes(con, gpus: list[int], start: datetime, end: datetime, busy: float, *,
-             pod: str | None = None, job: int | None = None, node: str = "n1",
-             namespace: str = "ns", skip: tuple[datetime, datetime] | None = None) -> None:
-    """dcgm-exporter minutes of ``gpus`` labelled with a pod or a Slurm job; none in ``skip``
-    (an exporter outage)."""
-    rows, t = [], start
-    while t < end:
-        if not (skip and skip[0] <= t < skip[1]):
-            rows += [("c", f"GPU-{node}-{g}", node, g, t, busy, namespace if pod else None, pod,
-                      str(job) if job else None) for g in gpus]
-        t += timedelta(minutes=1)
-    con.executemany("INSERT INTO gpu_utilization (cluster, gpu_uuid, node, gpu_index, "
-                    "bucket_start, busy_fraction, samples, namespace, pod, hpc_job) "
-                    "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)", rows)
 
 
 def _incidents(con, **kwargs) -> list[dict]:
@@ -106,13 +62,13 @@ def test_a_partial_gangs_idle_gpus_are_the_gangs_not_idle_too(con):
     con.execute("INSERT INTO kueue_workloads (uid, namespace, name, pods_wanted, admitted_at, "
                 "pods_ready_at) VALUES ('uid-late', 'ns', 'late', 3, ?, ?)", [_at(10), _at(10, 40)])
     # two pods wait 40 minutes for the third, their GPUs idle until 11:30
-    _pod(con, "l0", 1, _at(10), _at(12), workload="late")
-    _pod(con, "l1", 1, _at(10), _at(12), workload="late", node="n2")
-    _pod(con, "l2", 1, _at(10, 40), _at(12), workload="late", node="n2")
-    _minutes(con, [0], _at(10), _at(11, 30), 0.01, pod="pod-l0")
-    _minutes(con, [0], _at(11, 30), _at(12), 0.8, pod="pod-l0")
-    _minutes(con, [1], _at(10), _at(12), 0.8, pod="pod-l1", node="n2")
-    _minutes(con, [2], _at(10, 40), _at(12), 0.8, pod="pod-l2", node="n2")
+    insert_pod(con, "l0", 1, _at(10), _at(12), workload="late")
+    insert_pod(con, "l1", 1, _at(10), _at(12), workload="late", node="n2")
+    insert_pod(con, "l2", 1, _at(10, 40), _at(12), workload="late", node="n2")
+    insert_minutes(con, [0], _at(10), _at(11, 30), 0.01, pod="pod-l0")
+    insert_minutes(con, [0], _at(11, 30), _at(12), 0.8, pod="pod-l0")
+    insert_minutes(con, [1], _at(10), _at(12), 0.8, pod="pod-l1", node="n2")
+    insert_minutes(con, [2], _at(10, 40), _at(12), 0.8, pod="pod-l2", node="n2")
     rows = _incidents(con)
     gang = [r for r in rows if r["kind"] == "partial_gang"]
     idle = [r for r in rows if r["kind"] == "idle_allocation"]
@@ -126,10 +82,10 @@ def test_a_partial_gangs_idle_gpus_are_the_gangs_not_idle_too(con):
 
 
 def test_a_double_scheduled_gpu_is_not_idle_in_the_same_seconds(con):
-    _slurm(con, 201, 2, _at(8), _at(10))
-    _pod(con, "d1", 2, _at(9), _at(10))
-    _minutes(con, [0, 1], _at(8), _at(10), 0.0, job=201)
-    _minutes(con, [0, 1], _at(9), _at(10), 0.0, pod="pod-d1")
+    insert_slurm_job(con, 201, 2, _at(8), _at(10))
+    insert_pod(con, "d1", 2, _at(9), _at(10))
+    insert_minutes(con, [0, 1], _at(8), _at(10), 0.0, job=201)
+    insert_minutes(con, [0, 1], _at(9), _at(10), 0.0, pod="pod-d1")
     rows = _incidents(con)
     assert [(r["kind"], r["start_ts"], r["end_ts"], r["gpu_seconds"]) for r in rows] == [
         ("double_scheduled", _at(9), _at(10), 2 * 3600),
@@ -143,16 +99,16 @@ def test_a_partial_gangs_double_scheduled_gpus_are_the_double_schedulings(con):
     gang waits: those 2 x 20 GPU-minutes are double_scheduled's, the gang keeps the rest."""
     con.execute("INSERT INTO kueue_workloads (uid, namespace, name, pods_wanted, admitted_at, "
                 "pods_ready_at) VALUES ('uid-g', 'ns', 'g', 3, ?, ?)", [_at(10), _at(10, 40)])
-    _pod(con, "g0", 2, _at(10), _at(12), workload="g")
-    _pod(con, "g1", 2, _at(10), _at(12), workload="g", node="n2")
-    _pod(con, "g2", 2, _at(10, 40), _at(12), workload="g", node="n2")
+    insert_pod(con, "g0", 2, _at(10), _at(12), workload="g")
+    insert_pod(con, "g1", 2, _at(10), _at(12), workload="g", node="n2")
+    insert_pod(con, "g2", 2, _at(10, 40), _at(12), workload="g", node="n2")
     for uid, node, gpus, start in (("g0", "n1", [0, 1], _at(10)), ("g1", "n2", [0, 1], _at(10)),
                                    ("g2", "n2", [2, 3], _at(10, 40))):
-        _minutes(con, gpus, start, _at(12), 0.8, pod=f"pod-{uid}", node=node)
+        insert_minutes(con, gpus, start, _at(12), 0.8, pod=f"pod-{uid}", node=node)
     con.execute("UPDATE allocations SET gpu_uuids = ['GPU-n1-0', 'GPU-n1-1'] "
                 "WHERE source_key = 'g0'")
-    _slurm(con, 401, 2, _at(10, 10), _at(10, 30))
-    _minutes(con, [0, 1], _at(10, 10), _at(10, 30), 0.8, job=401)
+    insert_slurm_job(con, 401, 2, _at(10, 10), _at(10, 30))
+    insert_minutes(con, [0, 1], _at(10, 10), _at(10, 30), 0.8, job=401)
     rows = _incidents(con)
     by_kind = {r["kind"]: r for r in rows}
     assert sorted(by_kind) == ["double_scheduled", "partial_gang"]
@@ -165,8 +121,8 @@ def test_a_partial_gangs_double_scheduled_gpus_are_the_double_schedulings(con):
 
 
 def test_an_exporter_gap_inside_an_idle_allocation_is_never_idle(con):
-    _pod(con, "g1", 1, _at(9), _at(13))
-    _minutes(con, [0], _at(9), _at(13), 0.0, pod="pod-g1", skip=(_at(10), _at(10, 45)))
+    insert_pod(con, "g1", 1, _at(9), _at(13))
+    insert_minutes(con, [0], _at(9), _at(13), 0.0, pod="pod-g1", skip=(_at(10), _at(10, 45)))
     for rules in (None, IdleRules(IdlePolicy(window_minutes=60, window_threshold=0.10))):
         rows = _incidents(con, idle_rules=rules)
         assert [(r["start_ts"], r["end_ts"], r["gpu_seconds"]) for r in rows] == [
@@ -174,10 +130,10 @@ def test_an_exporter_gap_inside_an_idle_allocation_is_never_idle(con):
 
 
 def test_the_window_rule_flags_long_low_phases_and_only_where_sampled(con):
-    _pod(con, "w1", 1, _at(8), _at(11))
-    _minutes(con, [0], _at(8), _at(11), 0.07, pod="pod-w1")
-    _pod(con, "w2", 1, _at(8), _at(11), node="n2")  # low too, but half its samples missing
-    _minutes(con, [0], _at(8), _at(11), 0.07, pod="pod-w2", node="n2", skip=(_at(9), _at(10)))
+    insert_pod(con, "w1", 1, _at(8), _at(11))
+    insert_minutes(con, [0], _at(8), _at(11), 0.07, pod="pod-w1")
+    insert_pod(con, "w2", 1, _at(8), _at(11), node="n2")  # low too, but half its samples missing
+    insert_minutes(con, [0], _at(8), _at(11), 0.07, pod="pod-w2", node="n2", skip=(_at(9), _at(10)))
     window = IdleRules(IdlePolicy(window_minutes=120, window_threshold=0.10,
                                   efficiency_threshold=0))
     assert _incidents(con, idle_rules=IdleRules(IdlePolicy(efficiency_threshold=0))) == []
@@ -187,12 +143,12 @@ def test_the_window_rule_flags_long_low_phases_and_only_where_sampled(con):
 
 
 def test_low_efficiency_is_its_own_kind_without_wasted_gpu_seconds(con):
-    _pod(con, "e1", 2, _at(8), _at(11))  # 7 % all along: slow, not idle
-    _minutes(con, [0, 1], _at(8), _at(11), 0.07, pod="pod-e1")
-    _pod(con, "e2", 1, _at(8), _at(11), node="n2")  # idle: an idle incident, nothing more
-    _minutes(con, [0], _at(8), _at(11), 0.01, pod="pod-e2", node="n2")
-    _pod(con, "e3", 1, _at(8), _at(11), node="n2")  # 7 %, but 60 % of it unseen
-    _minutes(con, [1], _at(8), _at(9, 12), 0.07, pod="pod-e3", node="n2")
+    insert_pod(con, "e1", 2, _at(8), _at(11))  # 7 % all along: slow, not idle
+    insert_minutes(con, [0, 1], _at(8), _at(11), 0.07, pod="pod-e1")
+    insert_pod(con, "e2", 1, _at(8), _at(11), node="n2")  # idle: an idle incident, nothing more
+    insert_minutes(con, [0], _at(8), _at(11), 0.01, pod="pod-e2", node="n2")
+    insert_pod(con, "e3", 1, _at(8), _at(11), node="n2")  # 7 %, but 60 % of it unseen
+    insert_minutes(con, [1], _at(8), _at(9, 12), 0.07, pod="pod-e3", node="n2")
     rows = _incidents(con)
     assert [(r["kind"], r["node"]) for r in rows] == [
         ("idle_allocation", "n2"), ("low_efficiency", "n1")]
@@ -205,10 +161,10 @@ def test_low_efficiency_is_its_own_kind_without_wasted_gpu_seconds(con):
 
 
 def test_policies_match_a_namespace_or_a_partition_first_match_wins(con):
-    _pod(con, "p1", 1, _at(8), _at(9), namespace="notebooks")
-    _minutes(con, [0], _at(8), _at(8, 45), 0.0, pod="pod-p1", namespace="notebooks")
-    _slurm(con, 301, 1, _at(8), _at(9), node="n2", partition="debug")
-    _minutes(con, [0], _at(8), _at(8, 45), 0.0, job=301, node="n2")
+    insert_pod(con, "p1", 1, _at(8), _at(9), namespace="notebooks")
+    insert_minutes(con, [0], _at(8), _at(8, 45), 0.0, pod="pod-p1", namespace="notebooks")
+    insert_slurm_job(con, 301, 1, _at(8), _at(9), node="n2", partition="debug")
+    insert_minutes(con, [0], _at(8), _at(8, 45), 0.0, job=301, node="n2")
     assert len(_incidents(con)) == 2  # 45 minutes at 0 %: both idle under the defaults
     rules = IdleRules(IdlePolicy(), (
         IdlePolicy(namespace="notebooks", zero_minutes=60),

@@ -12,7 +12,7 @@ pod), and the realistic simulated world (seed 3, 2 days) under site-like policie
 
 import math
 from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path
 
 import duckdb
@@ -25,6 +25,7 @@ from models.incidents import IdlePolicy, IdleRules, build_incidents
 from models.runner import connect, ensure_schema
 from simulator import SimConfig
 from tests.models.engines.worlds import loaded_world
+from tests.models.idle_ledger import insert_minutes, insert_pod, insert_slurm_job
 
 pytestmark = pytest.mark.spark
 
@@ -53,54 +54,6 @@ def _at(h: int, m: int = 0) -> datetime:
     return datetime(2026, 1, 5, h, m)
 
 
-def _pod(con: duckdb.DuckDBPyConnection, uid: str, gpus: int, start: datetime, end: datetime,
-         *, node: str = "n1", workload: str = "wl", namespace: str = "ns") -> None:  # fmt: skip
-    con.execute("INSERT INTO allocations (day, domain, cluster, source_key, job_id, name, node, "
-                "gpu_model, gpus, start_ts, end_ts, gpu_seconds, k8s_namespace, person) "
-                "VALUES (?, 'kubernetes', 'c', ?, ?, ?, ?, 'a100', ?, ?, ?, ?, ?, 'alice')",
-                [start.date(), uid, workload, f"pod-{uid}", node, gpus, start, end,
-                 gpus * int((end - start).total_seconds()), namespace])
-    con.execute("INSERT INTO k8s_pod_allocations (cluster, namespace, pod, uid, node, gpus, "
-                "start_ts, end_ts, scrape_interval_s) VALUES ('c', ?, ?, ?, ?, ?, ?, ?, 60)",
-                [namespace, f"pod-{uid}", uid, node, gpus, start, end])
-
-
-def _slurm(con: duckdb.DuckDBPyConnection, job: int, gpus: int, start: datetime, end: datetime,
-           *, node: str = "n1", partition: str = "gpu") -> None:  # fmt: skip
-    key = f"c:{job}:0"
-    con.execute("INSERT INTO slurm_runs (run_key, cluster, job_id, job_id_raw, partition, start, "
-                "\"end\", alloc_gpus, nodes, source_file, line_no) "
-                "VALUES (?, 'c', ?, ?, ?, ?, ?, ?, [?], 'dump', ?)",
-                [key, str(job), job, partition, start, end, gpus, node, job])
-    con.execute("INSERT INTO slurm_node_allocations (run_key, cluster, job_id, job_id_raw, "
-                "node, gpus, start, \"end\") VALUES (?, 'c', ?, ?, ?, ?, ?, ?)",
-                [key, str(job), job, node, gpus, start, end])
-    con.execute("INSERT INTO allocations (day, domain, cluster, source_key, job_id, name, node, "
-                "pool, gpu_model, gpus, start_ts, end_ts, gpu_seconds, person) VALUES "
-                "(?, 'slurm', 'c', ?, ?, 'job', ?, ?, 'a100', ?, ?, ?, ?, 'erin')",
-                [start.date(), key, str(job), node, partition, gpus, start, end,
-                 gpus * int((end - start).total_seconds())])
-
-
-def _minutes(con: duckdb.DuckDBPyConnection, gpus: list[int], start: datetime, end: datetime,
-             busy: Callable[[int], float] | float, *, pod: str | None = None,
-             job: int | None = None, node: str = "n1", namespace: str = "ns",
-             skip: tuple[datetime, datetime] | None = None) -> None:  # fmt: skip
-    """dcgm-exporter minutes of ``gpus`` labelled with a pod or a Slurm job, ``busy`` a value or
-    a function of the minute's number; none in ``skip`` (an exporter outage)."""
-    rows, t, minute = [], start, 0
-    while t < end:
-        value = busy(minute) if callable(busy) else busy
-        if not (skip and skip[0] <= t < skip[1]):
-            rows += [("c", f"GPU-{node}-{g}", node, g, t, value, namespace if pod else None, pod,
-                      str(job) if job else None) for g in gpus]
-        t += timedelta(minutes=1)
-        minute += 1
-    con.executemany("INSERT INTO gpu_utilization (cluster, gpu_uuid, node, gpu_index, "
-                    "bucket_start, busy_fraction, samples, namespace, pod, hpc_job) "
-                    "VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?)", rows)
-
-
 def _hand_made(con: duckdb.DuckDBPyConnection) -> None:
     ensure_schema(con)
     con.executemany("INSERT INTO nodes (cluster, node, gpu_model, gpu_count, gpu_index, gpu_uuid) "
@@ -110,47 +63,50 @@ def _hand_made(con: duckdb.DuckDBPyConnection) -> None:
                 "('a100', 'kubernetes', '', NULL, NULL, 7.20, 'EUR')")
     # a Slurm job idle 08:00-12:00 whose GPUs a pod also holds 09:00-10:00 (double-scheduled):
     # its idle period is cut in two pieces, the second one starting at a claim's end
-    _slurm(con, 201, 2, _at(8), _at(12))
-    _minutes(con, [0, 1], _at(8), _at(12), 0.0, job=201)
-    _pod(con, "d1", 2, _at(9), _at(10))
-    _minutes(con, [0, 1], _at(9), _at(10), 0.0, pod="pod-d1")
+    insert_slurm_job(con, 201, 2, _at(8), _at(12))
+    insert_minutes(con, [0, 1], _at(8), _at(12), 0.0, job=201)
+    insert_pod(con, "d1", 2, _at(9), _at(10))
+    insert_minutes(con, [0, 1], _at(9), _at(10), 0.0, pod="pod-d1")
     # a gang whose early pod waits 40 minutes for the last one, its GPU idle until 11:30: the
     # partial gang holds 10:00-10:40, the idle piece is what is left
     con.execute("INSERT INTO kueue_workloads (uid, namespace, name, pods_wanted, admitted_at, "
                 "pods_ready_at) VALUES ('uid-late', 'ns', 'late', 3, ?, ?)",
                 [_at(10), _at(10, 40)])
-    _pod(con, "l0", 1, _at(10), _at(12), workload="late", node="n2")
-    _pod(con, "l1", 1, _at(10), _at(12), workload="late", node="n3")
-    _pod(con, "l2", 1, _at(10, 40), _at(12), workload="late", node="n3")
-    _minutes(con, [7], _at(10), _at(11, 30), 0.01, pod="pod-l0", node="n2")
-    _minutes(con, [7], _at(11, 30), _at(12), 0.8, pod="pod-l0", node="n2")
-    _minutes(con, [6], _at(10), _at(12), 0.8, pod="pod-l1", node="n3")
-    _minutes(con, [7], _at(10, 40), _at(12), 0.8, pod="pod-l2", node="n3")
+    insert_pod(con, "l0", 1, _at(10), _at(12), workload="late", node="n2")
+    insert_pod(con, "l1", 1, _at(10), _at(12), workload="late", node="n3")
+    insert_pod(con, "l2", 1, _at(10, 40), _at(12), workload="late", node="n3")
+    insert_minutes(con, [7], _at(10), _at(11, 30), 0.01, pod="pod-l0", node="n2")
+    insert_minutes(con, [7], _at(11, 30), _at(12), 0.8, pod="pod-l0", node="n2")
+    insert_minutes(con, [6], _at(10), _at(12), 0.8, pod="pod-l1", node="n3")
+    insert_minutes(con, [7], _at(10, 40), _at(12), 0.8, pod="pod-l2", node="n3")
     # research pods at 7 % for three hours (never below 5 %: the zero rule stays quiet), one
     # with an hour of its samples missing, one with a busy spell; two GPUs of one of them
-    _pod(con, "w1", 2, _at(8), _at(11), node="n2", namespace="research")
-    _minutes(con, [0, 1], _at(8), _at(11), 0.07, pod="pod-w1", node="n2", namespace="research")
-    _pod(con, "w2", 1, _at(8), _at(11), node="n2", namespace="research")
-    _minutes(con, [2], _at(8), _at(11), 0.07, pod="pod-w2", node="n2", namespace="research",
-             skip=(_at(9), _at(10)))
-    _pod(con, "w3", 1, _at(13), _at(18), node="n2", namespace="research")
-    _minutes(con, [3], _at(13), _at(18), lambda m: 0.6 if 130 <= m < 170 else 0.03 + m % 5 / 100,
-             pod="pod-w3", node="n2", namespace="research")
+    insert_pod(con, "w1", 2, _at(8), _at(11), node="n2", namespace="research")
+    insert_minutes(con, [0, 1], _at(8), _at(11), 0.07, pod="pod-w1", node="n2",
+                   namespace="research")
+    insert_pod(con, "w2", 1, _at(8), _at(11), node="n2", namespace="research")
+    insert_minutes(con, [2], _at(8), _at(11), 0.07, pod="pod-w2", node="n2", namespace="research",
+                   skip=(_at(9), _at(10)))
+    insert_pod(con, "w3", 1, _at(13), _at(18), node="n2", namespace="research")
+    insert_minutes(con, [3], _at(13), _at(18),
+                   lambda m: 0.6 if 130 <= m < 170 else 0.03 + m % 5 / 100,
+                   pod="pod-w3", node="n2", namespace="research")
     # a debug job idle 25 minutes (its policy: 20) then at 13 %, under 20 % for 30-min windows
-    _slurm(con, 301, 1, _at(13), _at(15), node="n3", partition="debug")
-    _minutes(con, [0], _at(13), _at(13, 25), 0.0, job=301, node="n3")
-    _minutes(con, [0], _at(13, 25), _at(15), 0.13, job=301, node="n3")
+    insert_slurm_job(con, 301, 1, _at(13), _at(15), node="n3", partition="debug")
+    insert_minutes(con, [0], _at(13), _at(13, 25), 0.0, job=301, node="n3")
+    insert_minutes(con, [0], _at(13, 25), _at(15), 0.13, job=301, node="n3")
     # a research pod cycling 5, 15, 10, 7 and 13 %: a window of whole cycles averages exactly
     # 10 %, not below it (sums in floating point would put some just below); the first windows
     # of 90 % or more of a window are below it
-    _pod(con, "t1", 1, _at(19), _at(23), namespace="research")
-    _minutes(con, [5], _at(19), _at(23), lambda m: (0.05, 0.15, 0.10, 0.07, 0.13)[m % 5],
-             pod="pod-t1", namespace="research")
+    insert_pod(con, "t1", 1, _at(19), _at(23), namespace="research")
+    insert_minutes(con, [5], _at(19), _at(23), lambda m: (0.05, 0.15, 0.10, 0.07, 0.13)[m % 5],
+                   pod="pod-t1", namespace="research")
     # a notebook idle 45 minutes (its policy: 60) and an idle pod with an exporter outage
-    _pod(con, "p1", 1, _at(8), _at(9), node="n3", namespace="notebooks")
-    _minutes(con, [1], _at(8), _at(8, 45), 0.0, pod="pod-p1", node="n3", namespace="notebooks")
-    _pod(con, "g1", 1, _at(15), _at(19), node="n1")
-    _minutes(con, [4], _at(15), _at(19), 0.0, pod="pod-g1", skip=(_at(16), _at(16, 45)))
+    insert_pod(con, "p1", 1, _at(8), _at(9), node="n3", namespace="notebooks")
+    insert_minutes(con, [1], _at(8), _at(8, 45), 0.0, pod="pod-p1", node="n3",
+                   namespace="notebooks")
+    insert_pod(con, "g1", 1, _at(15), _at(19), node="n1")
+    insert_minutes(con, [4], _at(15), _at(19), 0.0, pod="pod-g1", skip=(_at(16), _at(16, 45)))
 
 
 def _incidents(con: duckdb.DuckDBPyConnection, db: str) -> tuple[list[str], list[str], list]:
