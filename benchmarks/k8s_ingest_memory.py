@@ -98,9 +98,10 @@ def _child(path: str, url: str, result: str) -> None:
     """One ingest of the day in this fresh process (imports before the clock starts)."""
     from connectors.kubernetes.prometheus import PrometheusConfig, PrometheusHttpSource
     from gpuledger import k8s_ingest
+    from gpuledger.k8s_dcgm_stream import DEFAULT_GPUS_PER_GROUP
     from models.runner import connect
 
-    group = None if path == "whole" else k8s_ingest.DEFAULT_GPUS_PER_GROUP
+    group = None if path == "whole" else DEFAULT_GPUS_PER_GROUP
     with tempfile.TemporaryDirectory(prefix="k8s-mem-") as tmp:
         t = time.perf_counter()
         source = PrometheusHttpSource(PrometheusConfig(url=url))

@@ -48,19 +48,20 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Unpack
 
 import duckdb
 import polars as pl
 
-from connectors.gpu_sharing import DEFAULT_NAMES, WHOLE_GPU_RESOURCE, SharingNames
+from connectors.gpu_sharing import WHOLE_GPU_RESOURCE
 from connectors.kubernetes.prometheus import MetricsSource
 from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
 from connectors.slurm.sanity import DEFAULT_MAX_GPUS_PER_NODE
-from gpuledger.k8s_dcgm_stream import DEFAULT_GPUS_PER_GROUP, SpilledFrames
-from gpuledger.k8s_ksm_stream import DEFAULT_PODS_PER_GROUP
+from gpuledger.k8s_dcgm_stream import SpilledFrames
 from gpuledger.k8s_window_read import (
     DEFAULT_LOOKBACK,
     WindowRead,
+    WindowReadOptions,
     check_window,
     read_kubernetes_window,
 )
@@ -151,16 +152,11 @@ def ingest_kubernetes_window(
     start: datetime,
     end: datetime,
     *,
-    lookback: timedelta = DEFAULT_LOOKBACK,
     cluster: str = "default",
-    scrape_interval: timedelta | None = None,
-    gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES,
-    sharing: SharingNames = DEFAULT_NAMES,
-    gpus_per_group: int | None = DEFAULT_GPUS_PER_GROUP,
-    pods_per_group: int = DEFAULT_PODS_PER_GROUP,
-    nodes_per_group: int | None = None,
+    **options: Unpack[WindowReadOptions],
 ) -> KubernetesLoad:
-    """Read ``[start, end)`` from `source` and replace what the ledger holds for it, atomically.
+    """Read ``[start, end)`` from `source` and replace what the ledger holds for it, atomically;
+    `options` are :func:`read_kubernetes_window`'s.
 
     Holds `con` while the source is read: callers that can open the ledger themselves use
     :func:`read_kubernetes_window` then :func:`write_kubernetes_window` (the CLI, Dagster).
@@ -168,12 +164,8 @@ def ingest_kubernetes_window(
     See the module docstring. Returns what was loaded and the warnings (absent metrics,
     unrecognised label spellings, exporter label situations).
     """
-    start, end = check_window(start, end, lookback)
-    read = read_kubernetes_window(source, start, end, lookback=lookback,
-                                  scrape_interval=scrape_interval, gpu_resources=gpu_resources,
-                                  sharing=sharing, gpus_per_group=gpus_per_group,
-                                  pods_per_group=pods_per_group,
-                                  nodes_per_group=nodes_per_group)
+    start, end = check_window(start, end, options.get("lookback", DEFAULT_LOOKBACK))
+    read = read_kubernetes_window(source, start, end, **options)
     return write_kubernetes_window(con, read, source, start, end, cluster=cluster)
 
 

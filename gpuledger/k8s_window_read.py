@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from typing import TypedDict
 
 import polars as pl
 
@@ -192,6 +193,18 @@ class WindowRead:
     # gangs from pods alone (ksm_gangs.py): Job sizes and the GPU pods waiting without a node
     job_specs: pl.DataFrame = field(default_factory=lambda: empty(JOB_SPEC_SCHEMA))
     pending_pods: pl.DataFrame = field(default_factory=lambda: empty(PENDING_POD_SCHEMA))
+
+
+class WindowReadOptions(TypedDict, total=False):
+    """:func:`read_kubernetes_window`'s options, for the callers that pass them on."""
+
+    lookback: timedelta
+    scrape_interval: timedelta | None
+    gpu_resources: Sequence[str]
+    sharing: SharingNames
+    gpus_per_group: int | None
+    pods_per_group: int
+    nodes_per_group: int | None
 
 
 def read_kubernetes_window(
