@@ -276,8 +276,8 @@ def measure(engine: str, root: Path, cfg: dict, timeout: float | None = None) ->
                 done = {"timed_out": timeout,
                         **(json.loads(progress.read_text()) if progress.is_file() else {})}
             else:
-                msg = f"expected the {step} step of the {engine} run to succeed, found exit " \
-                      f"status {code}"
+                msg = (f"expected the {step} step of the {engine} run to succeed, found exit "
+                       f"status {code}")
                 raise RuntimeError(msg)
             done.pop("engine", None)
             out.update(done)
@@ -538,12 +538,11 @@ def report(worlds: dict, runs: list[dict], args, started: datetime) -> tuple[str
         lines += ["", "| target | measured | result |", "|---|---:|---|"]
         lines += [f"| {n} | {v} | {'PASS' if g else 'FAIL'} |" for n, v, g in checks]
     # a run stopped by --timeout measured only part of its size: say so, never PASS it
-    unfinished = stopped
     status = "PASS" if ok else "FAIL"
-    if unfinished and ok:
-        status = (f"INCOMPLETE ({len(unfinished)} run(s) stopped by --timeout; totals agree "
+    if stopped and ok:
+        status = (f"INCOMPLETE ({len(stopped)} run(s) stopped by --timeout; totals agree "
                   "where both engines finished)")
-    return "\n".join(lines).replace("{status}", status), ok and not unfinished
+    return "\n".join(lines).replace("{status}", status), ok and not stopped
 
 
 def _keep(started: datetime, worlds: dict, runs: list[dict]) -> None:

@@ -65,8 +65,7 @@ from gpuledger.k8s_window_read import (
     check_window,
     read_kubernetes_window,
 )
-from gpuledger.k8s_window_store import (  # noqa: F401  (coalesce_intervals: this module's API)
-    coalesce_intervals,
+from gpuledger.k8s_window_store import (
     conform,
     pod_gpus_seen,
     replace_window_intervals,
@@ -76,7 +75,6 @@ from gpuledger.k8s_window_store import (  # noqa: F401  (coalesce_intervals: thi
 )
 from gpuledger.nodenames import NodeNamer, load_namer, record_names
 from gpuledger.service import LoadResult, import_workloads
-from gpuledger.timewindows import daily_windows  # noqa: F401
 from gpuledger.timewindows import utc_naive as _utc_naive
 from models import schema
 from models.lake_changes import mark_span

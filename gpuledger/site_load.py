@@ -27,6 +27,7 @@ from gpuledger.progress import Progress
 from gpuledger.site import ClusterSite, Site
 from gpuledger.site_days import openmetrics_last_sample
 from gpuledger.site_sources import slurm_limits
+from gpuledger.timewindows import daily_windows
 from models.runner import connect, publish_snapshot
 
 Step = tuple[str, Callable[[duckdb.DuckDBPyConnection], object]]
@@ -49,7 +50,7 @@ def ingest_kubernetes_days(
     def opened() -> AbstractContextManager:
         return nullcontext(ledger) if isinstance(ledger, duckdb.DuckDBPyConnection) else ledger()
 
-    days = k8s_ingest.daily_windows(start, end)
+    days = daily_windows(start, end)
     progress = Progress(len(days))
     for day_start, day_end in days:
         progress.start(f"{indent}prometheus {day_start:%Y-%m-%d}")

@@ -235,12 +235,13 @@ def build_incidents(
         "tolerance_seconds": tolerance_seconds,
         "efficiency_coverage": EFFICIENCY_COVERAGE,
         "gang_grace_seconds": float(gang_grace_seconds),
-        # detect_idle builds the window rule's time line only when a policy has the rule
-        "window_rule": any(p.window_minutes > 0
-                           for p in (idle_rules.default, *idle_rules.policies)),
     }
     create_staging_view(con)  # bridge_pairs reads the pods' uncut intervals
     _idle_policy_table(con, idle_rules)
+    # detect_idle builds the window rule's time line only when a policy has the rule (read from
+    # the table the SQL reads; a constant, so the plan drops the branch it does not take)
+    values["window_rule"] = bool(con.execute(
+        "SELECT coalesce(bool_or(window_seconds > 0), false) FROM idle_policy").fetchone()[0])
     try:
         for temp, model in DETECTORS:
             on = engine if temp in HEAVY_DETECTORS else DUCKDB_ENGINE

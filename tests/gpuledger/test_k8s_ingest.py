@@ -13,6 +13,7 @@ from connectors.errors import SourceError
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from gpuledger import k8s_ingest, service
 from gpuledger.cli import main
+from gpuledger.k8s_window_store import coalesce_intervals
 from models.runner import connect
 from simulator import SimConfig, simulate
 from simulator.config import NodeCounts
@@ -348,7 +349,7 @@ def test_coalesce_intervals_merges_touching_pieces_only():
         "scrape_interval_s": [60.0] * 4,
         "labels": [None, '{"owner":"x"}', None, None],
     })
-    out = k8s_ingest.coalesce_intervals(frame, ["uid"], ["node"], ["labels"]).sort(
+    out = coalesce_intervals(frame, ["uid"], ["node"], ["labels"]).sort(
         "uid", "start_ts")
     assert out.select("uid", "node", "samples", "labels").rows() == [
         ("a", "n1", 120, '{"owner":"x"}'), ("a", "n2", 60, None), ("b", "n1", 5, None)]
