@@ -8,11 +8,19 @@ extend them (``SharingNames``).
   ``nvidia_com_mig_<N>g_<M>gb[_me]`` is a MIG instance; ``nvidia_com_gpu_shared`` is the device
   plugin's renamed time-slicing resource (``renameByDefault: true``).
 - Slurm GRES: ``gres/gpu:1g.10gb`` and ``gres/gpu:a100_3g.20gb`` (a type naming a MIG profile,
-  with or without a model prefix), ``gres/shard``, ``gres/mps``.
+  with or without a model prefix), ``gres/shard``, ``gres/mps``. AutoDetect=nvml names types
+  from the NVML device name, lower case with spaces as ``_`` (Slurm ``gpu_nvml.c``,
+  tests/fixtures/slurm/autodetect/README.md): a whole GPU ``nvidia_h100_80gb_hbm3`` (a model,
+  kept as printed for the rate card), a MIG device ``nvidia_h100_80gb_hbm3_3g.40gb`` (the name
+  up to its first ``-``, then ``_`` and the profile: ``nvidia_a100_3g.20gb`` on an
+  ``NVIDIA A100-SXM4-40GB``) and a compute instance narrower than its GPU instance
+  ``nvidia_a100_1c.3g.20gb``.
 
 MIG profiles: ``<compute slices>g.<memory>gb`` with optional ``+me``/``+gfx`` suffixes
 (NVIDIA MIG user guide, "Supported MIG Profiles"); an A30 has 4 compute slices, the A100, H100,
-H200 and B200 have 7.
+H200 and B200 have 7. A compute instance (CI) is ``<c>c.<g>g.<memory>gb``: ``c`` of the ``g``
+compute slices of its GPU instance, sharing the instance's memory (MIG user guide,
+"Terminology"), so it holds ``c`` compute slices: ``1c.3g.20gb`` is 1/7 of an A100.
 """
 
 import re
@@ -26,11 +34,14 @@ SHARD = "shard"
 WHOLE_GPU_RESOURCE = "nvidia_com_gpu"
 #: nvidia.com/mig-1g.10gb, nvidia.com/mig-1g.10gb.me (KSM: every . and - becomes _)
 _K8S_MIG = re.compile(r"^nvidia_com_mig_(\d+)g_(\d+)gb(?:_(me|gfx))?$")
-#: 1g.10gb, 1g.10gb+me, a100_3g.20gb, h100-1g.10gb (a model prefix before _ or -), and
-#: AutoDetect=nvml's nvidia_h100_80gb_hbm3_4g.40gb (stackhpc/ansible-slurm-appliance PR #656)
+#: 1g.10gb, 1g.10gb+me, a100_3g.20gb, h100-1g.10gb (a model prefix before _ or -),
+#: AutoDetect=nvml's nvidia_h100_80gb_hbm3_4g.40gb and its compute instances
+#: nvidia_a100_1c.3g.20gb (Slurm src/plugins/gpu/nvml/gpu_nvml.c, _handle_mig)
 _SLURM_MIG = re.compile(r"^(?:(?P<model>[A-Za-z0-9][A-Za-z0-9_.-]*?)[_-])?"
-                        r"(?P<slices>\d+)g\.(?P<mem>\d+)gb"
-                        r"(?P<extra>\+(?:me|gfx))?$")
+                        r"(?P<profile>(?:\d+c\.)?\d+g\.\d+gb(?:\+(?:me|gfx))?)$",
+                        re.IGNORECASE)
+#: a MIG profile in NVIDIA's spelling: 3g.40gb, 1g.10gb+me, a compute instance 1c.3g.20gb
+_PROFILE = re.compile(r"^(?:(?P<ci>\d+)c\.)?(?P<gi>\d+)g\.\d+gb(?:\+(?:me|gfx))?$")
 #: compute slices per physical GPU; any other model with MIG: 7
 _GPU_SLICES = {"a30": 4}
 DEFAULT_GPU_SLICES = 7
@@ -46,10 +57,11 @@ class Sharing:
 
     @property
     def compute_slices(self) -> int | None:
-        """The MIG profile's compute slices (3 of 3g.20gb); None for the other modes."""
+        """The compute slices the MIG profile holds (3 of 3g.20gb, 1 of the compute instance
+        1c.3g.20gb); None for the other modes."""
         if self.slice_profile is None:
             return None
-        return int(self.slice_profile.split("g.", 1)[0])
+        return mig_compute_slices(self.slice_profile)
 
 
 @dataclass(frozen=True)
@@ -111,12 +123,24 @@ def slurm_gres(key: str) -> Sharing | None:
 
 
 def slurm_gpu_type(gres_type: str) -> Sharing:
-    """A ``gpu`` GRES type: a MIG profile (``1g.10gb``, ``a100_3g.20gb``) or a GPU model."""
+    """A ``gpu`` GRES type: a MIG profile (``1g.10gb``, ``a100_3g.20gb``,
+    ``nvidia_h100_80gb_hbm3_3g.40gb``), a compute instance of one (``nvidia_a100_1c.3g.20gb``:
+    profile ``1c.3g.20gb``, model ``nvidia_a100``) or a GPU model (``nvidia_h100_80gb_hbm3``),
+    lower case."""
     m = _SLURM_MIG.match(gres_type)
     if m:
-        return Sharing(MIG, f"{m['slices']}g.{m['mem']}gb{m['extra'] or ''}",
-                       (m["model"] or "").lower() or None)
+        return Sharing(MIG, m["profile"].lower(), (m["model"] or "").lower() or None)
     return Sharing(None, None, gres_type.lower())
+
+
+def mig_compute_slices(profile: str) -> int:
+    """The compute slices a MIG profile holds: ``g`` of ``<g>g.<mem>gb``, ``c`` of a compute
+    instance ``<c>c.<g>g.<mem>gb`` (it runs on c of its GPU instance's g slices)."""
+    m = _PROFILE.match(profile)
+    if m is None:
+        msg = f"expected a MIG profile such as 3g.40gb or 1c.3g.20gb, found {profile!r}"
+        raise ValueError(msg)
+    return int(m["ci"] or m["gi"])
 
 
 def gpu_slices(gpu_model: str | None) -> int:

@@ -781,6 +781,35 @@ def shared_gpus(first: date, end: date) -> pl.DataFrame:
     )
 
 
+# --- Conservation (gpu_conservation_hourly; docs/accounting.md "Conservation") -----------------
+
+CONSERVATION_STATES = {
+    "charged_slurm_gpu_seconds": "charged: Slurm",
+    "charged_kubernetes_gpu_seconds": "charged: Kubernetes",
+    "conflict_gpu_seconds": "conflict (held twice)",
+    "infrastructure_gpu_seconds": "infrastructure (scheduler agent)",
+    "unaccounted_gpu_seconds": "unaccounted use",
+    "idle_gpu_seconds": "idle capacity",
+}
+
+
+def where_gpu_hours_went(first: date, end: date) -> pl.DataFrame:
+    """GPU-hours per pool and state over ``[first, end)`` (cluster-wide): every physical
+    GPU-hour of capacity in exactly one state, so each pool's states add up to its capacity."""
+    _cluster_wide()
+    sums = ", ".join(f"sum({c}) / 3600 AS {c}" for c in CONSERVATION_STATES)
+    frame = query(
+        f"SELECT coalesce(pool, 'unknown') AS pool, sum(capacity_gpu_seconds) / 3600 "
+        f"AS capacity_gpu_hours, {sums} FROM gpu_conservation_hourly "
+        "WHERE day >= $first AND day < $end GROUP BY ALL ORDER BY pool",
+        {"first": first, "end": end},
+    )
+    return frame.unpivot(index=["pool", "capacity_gpu_hours"], on=list(CONSERVATION_STATES),
+                         variable_name="state", value_name="gpu_hours").with_columns(
+        pl.col("state").replace_strict(CONSERVATION_STATES),
+        pl.col("gpu_hours").cast(pl.Float64), pl.col("capacity_gpu_hours").cast(pl.Float64))
+
+
 # --- Kueue quota history (kueue_quota_hourly / _weekly; docs/kubernetes.md) ----------------
 
 def kueue_quota_weeks() -> pl.DataFrame:

@@ -44,6 +44,7 @@ from connectors.slurm.scontrol_nodes import (
     SCONTROL_NODES_COMMAND,
     node_slices,
     parse_scontrol_nodes,
+    slinky_node_pods,
 )
 from gpuledger import service
 from gpuledger.nodenames import load_namer, record_names
@@ -71,6 +72,7 @@ class ClusterReference:
     ksm_nodes: pl.DataFrame | None = None
     ksm_slices: pl.DataFrame | None = None  # shared GPUs per node (ksm_slices.py)
     slurm_slices: pl.DataFrame | None = None  # shared GPUs per node (scontrol Gres=)
+    slinky_pods: pl.DataFrame | None = None  # Slurm nodes that are slurmd pods (Comment=)
     accounts: pl.DataFrame | None = None
     users: pl.DataFrame | None = None
     namespace_owners: pl.DataFrame | None = None
@@ -85,9 +87,10 @@ class ClusterReference:
 def read_slurm_reference(ref: ClusterReference, runner: CommandRunner) -> None:
     """Run ``scontrol -o show node`` and ``sacctmgr show assoc`` into `ref`."""
     shown = " ".join(SCONTROL_NODES_COMMAND)
-    nodes, rejects = parse_scontrol_nodes(runner.run(SCONTROL_NODES_COMMAND, {}),
-                                          source_file=f"{ref.cluster}: {shown}")
+    text = runner.run(SCONTROL_NODES_COMMAND, {})
+    nodes, rejects = parse_scontrol_nodes(text, source_file=f"{ref.cluster}: {shown}")
     ref.slurm_nodes, ref.line_rejects[shown] = nodes, rejects
+    ref.slinky_pods = slinky_node_pods(text)
     ref.slurm_slices = node_slices(nodes)
     shown = " ".join(SACCTMGR_ASSOC_COMMAND)
     accounts, users, rejects = parse_sacctmgr_assoc(runner.run(SACCTMGR_ASSOC_COMMAND, {}),
@@ -375,6 +378,11 @@ def write_cluster_reference(con: duckdb.DuckDBPyConnection, ref: ClusterReferenc
             lines.append(f"{ref.cluster}: shared GPUs (scontrol): {ref.slurm_slices.height} "
                          f"node slice row(s); node_gpu_slices: {change.opened} opened, "
                          f"{change.closed} closed")
+    if "nodes" in parts and ref.slinky_pods is not None and ref.slinky_pods.height:
+        with transaction(con):
+            write_slinky_pods(con, ref.cluster, ref.slinky_pods, ref.observed_at)
+        lines.append(f"{ref.cluster}: Slinky slurmd pods named by scontrol Comment=: "
+                     f"{ref.slinky_pods.height}")
     rejected = 0
     with transaction(con):
         for source, frame in (candidate_rows(ref) if "candidates" in parts else {}).items():
@@ -400,6 +408,27 @@ def write_cluster_reference(con: duckdb.DuckDBPyConnection, ref: ClusterReferenc
         lines.append(f"{ref.cluster}: {rejected} line(s)/sample(s) rejected (rejects, "
                      "k8s_rejects)")
     return lines
+
+
+def write_slinky_pods(con: duckdb.DuckDBPyConnection, cluster: str, pods: pl.DataFrame,
+                      at: datetime) -> None:
+    """Upsert what `scontrol show node` Comment= says of Slinky slurmd pods (slurm_node_pods):
+    a pair seen again keeps its first read and moves its last."""
+    frame = pods.select("node", "pod_namespace", "pod_name", "k8s_node").unique(
+        ["node", "pod_namespace", "pod_name"], keep="last")
+    con.register("seen_slinky_pods", frame.to_arrow())
+    try:
+        match = ("p.cluster = ? AND p.node = s.node AND p.pod_namespace = s.pod_namespace "
+                 "AND p.pod_name = s.pod_name")
+        con.execute(f"UPDATE slurm_node_pods AS p SET last_seen = greatest(p.last_seen, ?), "
+                    f"k8s_node = s.k8s_node FROM seen_slinky_pods AS s WHERE {match}",
+                    [at, cluster])
+        con.execute(f"INSERT INTO slurm_node_pods SELECT ?, s.node, s.pod_namespace, s.pod_name, "
+                    f"s.k8s_node, ?, ? FROM seen_slinky_pods AS s WHERE NOT EXISTS "
+                    f"(SELECT 1 FROM slurm_node_pods AS p WHERE {match})",
+                    [cluster, at, at, cluster])
+    finally:
+        con.unregister("seen_slinky_pods")
 
 
 def file_cluster(refs: Sequence[ClusterReference], file_nodes: pl.DataFrame,

@@ -41,6 +41,9 @@ def finish_build(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date
 
 
 def create_staging_view(con: duckdb.DuckDBPyConnection) -> None:
+    # Slinky slurmd pods: both staging models read them (Slurm nodes placed on their pods'
+    # Kubernetes nodes; the pods themselves not charged)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW slurm_agent_pods AS {load_sql('slurm_agent_pods')}")
     union = "\nUNION ALL BY NAME\n".join(f"({load_sql(name)})" for name in STAGING_MODELS)
     con.execute(f"CREATE OR REPLACE TEMP VIEW stg_allocations AS {union}")
 
@@ -99,9 +102,10 @@ READING_MARGIN = timedelta(hours=1)
 
 def create_usage_matches(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date,
                          engine: Engine = DUCKDB_ENGINE) -> None:  # fmt: skip
-    """Temp tables ``usage_samples`` (dcgm readings with their spans) and ``usage_matched``
-    (readings matched to the allocations rows of ``first_day`` .. ``last_day``, per GPU-hour),
-    made by ``engine`` (heavy: they read every minute sample of the days)."""
+    """Temp tables ``usage_samples`` (dcgm readings with their spans), ``usage_span_matches``
+    (which allocations row of ``first_day`` .. ``last_day`` took which reading) and
+    ``usage_matched`` (those readings per allocation and GPU-hour), made by ``engine``
+    (heavy: they read every minute sample of the days)."""
     day_start = datetime.combine(first_day, datetime.min.time())
     day_end = datetime.combine(last_day + timedelta(days=1), datetime.min.time())
     engine.create_temp(
@@ -109,9 +113,10 @@ def create_usage_matches(con: duckdb.DuckDBPyConnection, first_day: date, last_d
         {"from_ts": day_start - READING_MARGIN, "to_ts": day_end + READING_MARGIN},
     )
     engine.create_temp(
-        con, "usage_matched", load_sql("gpu_usage_hourly_matched"),
+        con, "usage_span_matches", load_sql("gpu_usage_span_matches"),
         {"first_day": first_day, "end_day": last_day + timedelta(days=1)},
     )
+    engine.create_temp(con, "usage_matched", load_sql("gpu_usage_hourly_matched"), {})
 
 
 # Days one pass of build_gpu_usage_hourly reads the samples of: a pass holds its days' minute
@@ -156,13 +161,34 @@ def _build_usage_days(con: duckdb.DuckDBPyConnection, first_day: date, last_day:
                 mark_days(con, table_name, first_day, end_day)  # lake partitions
                 engine.insert(con, table_name, load_sql(model),
                               {"first_day": first_day, "end_day": end_day})
+            build_conservation(con, first_day, end_day)
             rows = con.execute(
                 "SELECT count(*) FROM gpu_usage_hourly WHERE day >= ? AND day < ?",
                 [first_day, end_day],
             ).fetchone()[0]
     finally:
-        engine.drop_temps(con, ("usage_matched", "usage_samples"))
+        engine.drop_temps(con, ("usage_matched", "usage_span_matches", "usage_samples"))
     return rows
+
+
+def build_conservation(con: duckdb.DuckDBPyConnection, first_day: date, end_day: date) -> None:
+    """Rewrite ``gpu_conservation_hourly`` for the days [``first_day``, ``end_day``) on DuckDB
+    (in the caller's transaction): where every physical GPU-second went. Reads the usage pass's
+    temp tables ``usage_samples`` and ``usage_span_matches`` (on either engine they are DuckDB views
+    by then) and the tables that pass just rewrote."""
+    create_staging_view(con)  # the temp view slurm_agent_pods
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE holding_segments AS {load_sql('node_holding_segments')}",
+        {"from_ts": datetime.combine(first_day, datetime.min.time()),
+         "to_ts": datetime.combine(end_day, datetime.min.time())})
+    try:
+        con.execute("DELETE FROM gpu_conservation_hourly WHERE day >= ? AND day < ?",
+                    [first_day, end_day])
+        con.execute(f"INSERT INTO gpu_conservation_hourly BY NAME "
+                    f"{load_sql('gpu_conservation_hourly')}",
+                    {"first_day": first_day, "end_day": end_day})
+    finally:
+        con.execute("DROP TABLE IF EXISTS holding_segments")
 
 
 def _period_bounds(first_day: date, last_day: date, kind: str) -> tuple[date, date]:

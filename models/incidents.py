@@ -34,7 +34,7 @@ MARGIN = timedelta(days=1)
 CARRY_SLACK = timedelta(hours=1)
 CARRY_DAYS = 14
 KINDS = ("double_scheduled", "partial_gang", "idle_allocation", "low_efficiency",
-         "shared_overcommit", "mig_layout_change")
+         "shared_overcommit", "mig_layout_change", "over_capacity", "unaccounted_use")
 # window rule off by default: realistic work has hours-long phases at 5-15 % (data loading,
 # evaluation) that are work, not waste (docs/detectors.md "Idle policies")
 DEFAULT_WINDOW_THRESHOLD = 0.10
@@ -55,6 +55,10 @@ DETECTORS = (
     ("det_low_eff", "detect_low_efficiency"),
     ("det_shared", "detect_shared_overcommit"),  # the shared-GPU invariant (docs/shared-gpus.md)
     ("det_mig_layout", "detect_mig_layout_change"),
+    # conservation (docs/accounting.md): one scheduler beyond a node's GPUs, and busy GPUs no
+    # holder claims (gpu_conservation_hourly)
+    ("det_over_capacity", "detect_over_capacity"),
+    ("det_unaccounted", "detect_unaccounted_use"),
 )
 # the detectors whose input grows with the minute samples (they read gpu_utilization): these run
 # on the engine build_incidents is given, the rest on DuckDB
@@ -242,6 +246,10 @@ def build_incidents(
     # the table the SQL reads; a constant, so the plan drops the branch it does not take)
     values["window_rule"] = bool(con.execute(
         "SELECT coalesce(bool_or(window_seconds > 0), false) FROM idle_policy").fetchone()[0])
+    # the one node sweep (node_holding_segments.sql) of the scan days, for detect_over_capacity
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE holding_segments AS {load_sql('node_holding_segments')}",
+        {"from_ts": scan_start, "to_ts": scan_end})
     try:
         for temp, model in DETECTORS:
             on = engine if temp in HEAVY_DETECTORS else DUCKDB_ENGINE
@@ -252,7 +260,7 @@ def build_incidents(
     create_rate_choice(con, " UNION ALL ".join(
         f"SELECT CAST(start_ts AS DATE) AS day, rate_domain AS domain, gpu_model, qos FROM {t}"
         for t in ("det_double", "det_gang", "det_idle", "det_low_eff", "det_shared",
-                  "det_mig_layout")))
+                  "det_mig_layout", "det_over_capacity")))
     with transaction(con):
         con.execute("DELETE FROM incidents WHERE day >= ? AND day <= ?", [first_day, last_day])
         _run(con, f"INSERT INTO incidents BY NAME {load_sql('detect_incidents')}", values)
@@ -266,6 +274,6 @@ def build_incidents(
         pairs = con.execute("SELECT count(*) FROM bridge_pairs WHERE day >= ? AND day <= ?",
                             [asked_first, last_day]).fetchone()[0]
     engine.drop_temps(con, (t for t, _ in DETECTORS))
-    for temp in ("rate_choice", "rate_keys", "idle_policy"):
+    for temp in ("rate_choice", "rate_keys", "idle_policy", "holding_segments"):
         con.execute(f"DROP TABLE IF EXISTS {temp}")
     return IncidentsBuilt({k: by_kind.get(k, 0) for k in KINDS}, pairs, tolerance_seconds)

@@ -87,6 +87,24 @@ NODES = Table(
     "gpu_uuid NULL).",
 )
 
+SLURM_NODE_PODS = Table(
+    "slurm_node_pods",
+    (
+        ("cluster", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("pod_namespace", "VARCHAR"),
+        ("pod_name", "VARCHAR"),
+        ("k8s_node", "VARCHAR"),
+        ("first_seen", "TIMESTAMP"),
+        ("last_seen", "TIMESTAMP"),
+    ),
+    key=("cluster", "node", "pod_namespace", "pod_name"),
+    doc="Slurm nodes that are Slinky slurmd pods, as `scontrol show node` Comment= names them "
+    "({\"namespace\":…,\"podName\":…,\"node\":…}, slurm-operator docs/usage/topology.md): "
+    "which pod a Slurm NodeName is (models/sql/slurm_agent_pods.sql), and the reads that "
+    "showed it.",
+)
+
 NODE_INVENTORY = Table(
     "node_inventory",
     (
@@ -230,6 +248,37 @@ KUEUE_WORKLOAD_HISTORY = Table(
     "first_seen/last_seen the snapshot times that showed it, deleted_seen_at the first later "
     "snapshot that no longer listed the uid. kueue_workloads is its latest state per uid "
     "(gpuledger/workload_history.py).",
+)
+
+K8S_POD_GROUPS = Table(
+    "k8s_pod_groups",
+    (
+        ("cluster", "VARCHAR"),
+        ("uid", "VARCHAR"),
+        ("pod_group", "VARCHAR"),  # a Workload's pod group (template); a PodGroup's template
+        ("api_version", "VARCHAR"),  # scheduling.k8s.io/v1alpha1 ... | scheduling.x-k8s.io/v1alpha1
+        ("kind", "VARCHAR"),  # Workload | PodGroup
+        ("namespace", "VARCHAR"),
+        ("name", "VARCHAR"),
+        ("policy", "VARCHAR"),  # gang | basic
+        ("min_count", "INTEGER"),  # gang minCount (scheduling.x-k8s.io: minMember)
+        ("job_name", "VARCHAR"),  # the Job whose pods the group is
+        ("pod_label", "VARCHAR"),  # scheduling.x-k8s.io/pod-group value of its pods
+        ("workload_name", "VARCHAR"),  # a PodGroup's Workload
+        ("controller_kind", "VARCHAR"),
+        ("controller_name", "VARCHAR"),
+        ("created_at", "TIMESTAMP"),
+        ("first_seen", "TIMESTAMP"),
+        ("last_seen", "TIMESTAMP"),
+        ("object_json", "JSON"),
+        ("source_file", "VARCHAR"),
+    ),
+    key=("cluster", "uid", "pod_group"),
+    doc="Gangs the scheduler itself knows, one row per pod group: Kubernetes' Workload API "
+    "(scheduling.k8s.io Workload pod groups and PodGroups, KEP-4671) and scheduler-plugins "
+    "coscheduling PodGroups (scheduling.x-k8s.io), with their gang minCount and the pods they "
+    "cover as the ledger sees them (job_name, pod_label). The latest state seen of each uid, "
+    "kept after the object is deleted (connectors/kubernetes/pod_groups.py).",
 )
 
 NODE_ALIASES = Table(
@@ -557,6 +606,9 @@ _POD_INTERVAL_COLUMNS = (
     ("gpu_resource", "VARCHAR"),
     ("sharing", "VARCHAR"),
     ("slice_profile", "VARCHAR"),
+    # the pod's first Running scrape: [start_ts, first_running_ts) is its start-up, admitted
+    # and holding its GPUs (image pulls, init containers); NULL: never seen Running
+    ("first_running_ts", "TIMESTAMP"),
 )
 
 K8S_POD_ALLOCATION_PIECES = Table(
@@ -867,6 +919,12 @@ KUEUE_WORKLOADS = Table(
         # added with the single Workload read (docs/kubernetes.md, "Kueue Workloads")
         ("gpu_resource", "VARCHAR"),
         ("eviction_count_source", "VARCHAR"),
+        # Kueue elastic jobs (ElasticJobsViaWorkloadSlices): kueue.x-k8s.io/elastic-job "true",
+        # the slice it replaces (workload-slice-replacement-for, 'namespace/name') and its
+        # chain's first slice (workload-slice-name)
+        ("elastic", "BOOLEAN"),
+        ("slice_of", "VARCHAR"),
+        ("slice_name", "VARCHAR"),
     ),
     key=("uid",),
     doc="Kueue Workloads with their conditions read: queue, ClusterQueue, owner, pod-set sizes, "
@@ -1240,6 +1298,42 @@ NODE_USAGE_HOURLY = Table(
     "dcgm-exporter measured busy on the node's GPUs, whoever held them.",
 )
 
+_GS = "DECIMAL(38,6)"
+
+GPU_CONSERVATION_HOURLY = Table(
+    "gpu_conservation_hourly",
+    (
+        ("hour", "TIMESTAMP"),
+        ("day", "DATE"),
+        ("cluster", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("pool", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),
+        ("capacity_gpus", "DOUBLE"),
+        ("capacity_gpu_seconds", _GS),
+        ("charged_gpu_seconds", _GS),
+        ("charged_slurm_gpu_seconds", _GS),
+        ("charged_kubernetes_gpu_seconds", _GS),
+        ("conflict_gpu_seconds", _GS),
+        ("infrastructure_gpu_seconds", _GS),
+        ("unaccounted_gpu_seconds", _GS),
+        ("idle_gpu_seconds", _GS),
+        ("held_gpu_seconds", _GS),
+        ("excess_gpu_seconds", _GS),
+        ("invoiced_gpu_seconds", _GS),
+        ("unknown_holder_busy_gpu_seconds", _GS),
+        ("unaccounted_gpu_uuids", "VARCHAR[]"),
+        ("unaccounted_busy_share", "DOUBLE"),
+        ("unaccounted_hints", "VARCHAR[]"),
+        ("cross_scheduler", "BOOLEAN"),
+    ),
+    key=("hour", "node"),
+    doc="Where every physical GPU-second went, per node and UTC hour: capacity = charged + "
+    "conflict + infrastructure + unaccounted + idle; held (every holder's physical share, as "
+    "invoiced) = charged + conflict + excess (models/sql/gpu_conservation_hourly.sql, "
+    "docs/accounting.md \"Conservation\").",
+)
+
 # Daily rollups of the two above, rebuilt with them (same days, same transaction): the
 # dashboards read them for ranges drawn per day.
 NODE_USAGE_DAILY = Table(
@@ -1497,9 +1591,11 @@ ALL_TABLES: tuple[Table, ...] = (
     ALLOCATION_USAGE_HOURLY,
     GPU_USAGE_HOURLY,
     NODE_USAGE_HOURLY,
+    GPU_CONSERVATION_HOURLY,
     GPU_USAGE_DAILY,
     NODE_USAGE_DAILY,
     REJECTS,
+    SLURM_NODE_PODS,
     NODE_ALIASES,
     NODE_NAMES,
     SLURM_RUNS,
@@ -1521,6 +1617,7 @@ ALL_TABLES: tuple[Table, ...] = (
     RATE_CARD,
     KUEUE_WORKLOADS_RAW,
     KUEUE_WORKLOAD_HISTORY,
+    K8S_POD_GROUPS,
     *KUBERNETES_TABLES,
     INCIDENTS,
     BRIDGE_PAIRS,

@@ -79,3 +79,49 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 "GPULEDGER_REQUIRE_SERVICES=1: " + "; ".join(problems), red=True, bold=True
             )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# Conservation (docs/accounting.md): on every ledger the suite built, each node-hour's states add
+# up to its capacity and the invoices' GPU-seconds equal what the sweep holds. Checked once, on
+# every ledger file left under the session's temporary folder, when the session ends.
+PHYSICS = ("states", "invoice")
+
+
+def conservation_breaks(path: "os.PathLike[str]") -> list[tuple]:
+    """The node-hours of the ledger file ``path`` that break conservation's physics ([] when the
+    file is no ledger, is unreadable or has no conservation table)."""
+    from datetime import date
+
+    import duckdb
+
+    from models import load_sql
+
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:
+        return []
+    try:
+        if not con.execute("SELECT count(*) FROM duckdb_tables() "
+                           "WHERE table_name = 'gpu_conservation_hourly'").fetchone()[0]:
+            return []
+        sql = load_sql("gpu_conservation_hourly_check")
+        rows = con.execute(f"SELECT * FROM ({sql}) WHERE problem IN {PHYSICS}",
+                           {"first_day": date(1970, 1, 1), "end_day": date(9999, 1, 1)})
+        return rows.fetchall()
+    except duckdb.Error:
+        return []
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def every_built_ledger_conserves_gpu_seconds(tmp_path_factory: pytest.TempPathFactory):
+    yield
+    broken = {}
+    for path in sorted(tmp_path_factory.getbasetemp().rglob("*.duckdb")):
+        if path.name.endswith(".serving.duckdb"):
+            continue  # a published copy of a ledger checked itself
+        rows = conservation_breaks(path)
+        if rows:
+            broken[str(path)] = rows[:3]
+    assert not broken, f"conservation breaks on {len(broken)} ledger(s): {broken}"

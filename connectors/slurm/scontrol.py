@@ -21,7 +21,12 @@ nodes with the same allocation (``src/api/job_info.c``; real 22.05 output in
   ``sharing`` ``mig`` and the profile, the index being the MIG instance's GRES index (not the
   physical GPU's); on a node with several types an untyped job shows the others as
   ``gpu:a100_3g.20gb:0(IDX:)`` (none). ``mps:50(IDX:0)``: 50 MPS units on GPU 0. ``shard(CNT:2)``:
-  22.05 does not say which GPU the shards are on, so no row.
+  22.05 does not say which GPU the shards are on, so no row. Slurm 23.11.2 and later print a
+  shared GRES's units per GPU of the node instead (``mps:50(0/100,50/100)``: 50 of GPU 1's 100;
+  ``shard:2(2/4,0/4)``; ``src/stepmgr/gres_stepmgr.c``, tests/fixtures/slurm/autodetect/): MPS
+  units become rows as above, shards still give none.
+- GPU types as AutoDetect=nvml names them (``gpu:nvidia_h100_80gb_hbm3:2(IDX:0-1)`` whole,
+  ``gpu:nvidia_a100_1c.3g.20gb:1(IDX:4)`` a MIG compute instance): ``slurm_gpu_type``.
 - Line 1: ``JobId=`` (sacct's JobIDRaw), then ``ArrayJobId=``/``ArrayTaskId=`` (sacct's JobID
   ``A_T``) or ``HetJobId=``/``HetJobOffset=`` (``H+O``), then ``JobName=`` (free text, ignored).
 - Times: epoch seconds under ``SLURM_TIME_FORMAT=%s`` (the live command), else naive local time
@@ -69,7 +74,7 @@ _NODE_LINE = re.compile(r"^Nodes=(?P<nodes>\S+)(?: |$)")
 _NODE_GRES = re.compile(r" (?P<key>GRES|GRES_IDX)=(?P<gres>\S*)")
 _GRES_ENTRY = re.compile(
     r"^(?P<name>[A-Za-z0-9_]+)(?::(?P<mid>[^():,]+(?::[^():,]+)?))?"
-    r"(?:\((?P<kind>IDX|CNT):(?P<spec>[^()]*)\))?$"
+    r"(?:\((?:(?P<kind>IDX|CNT):(?P<spec>[^()]*)|(?P<per_gpu>\d+/\d+(?:,\d+/\d+)*))\))?$"
 )
 _INDEX_LIST = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
 _DURATION = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
@@ -328,6 +333,15 @@ def _gpu_indices(no: int, line: str, gres: str, key: str) -> list[_Held]:
             raise _BadBlock(no, key, "expected GRES entries like gpu:a100:2(IDX:0-1), found "
                             f"{entry!r} in {gres!r}", line)  # fmt: skip
         name = m.group("name")
+        if m.group("per_gpu") is not None:  # 23.11.2+: a shared GRES's units per GPU
+            if name == "gpu":
+                raise _BadBlock(no, key, "expected GPU indices (IDX:…) for a gpu entry, found "
+                                f"units per GPU in {entry!r}", line)  # fmt: skip
+            if name == MPS:  # shards: no row, as with CNT:
+                for held in _mps_per_gpu(no, line, m.group("per_gpu"), m.group("mid"), entry,
+                                         key):
+                    found.setdefault(held[0], held)
+            continue
         if name not in ("gpu", MPS) or m.group("kind") != "IDX" or m.group("spec") == "N/A":
             # another GRES, or GPUs without indices (CNT:, or IDX:N/A when none is bound):
             # nothing to place, and no count to check against
@@ -352,6 +366,21 @@ def _gpu_indices(no: int, line: str, gres: str, key: str) -> list[_Held]:
             found.setdefault(index, (index, model, MIG if mig else None,
                                      meaning.slice_profile if mig and meaning else None, 1))
     return [found[i] for i in sorted(found)]
+
+
+def _mps_per_gpu(no: int, line: str, per_gpu: str, mid: str | None, entry: str,
+                 key: str) -> list[_Held]:  # fmt: skip
+    """``mps:50(0/100,50/100)`` (Slurm 23.11.2+: held/available per GPU, in GRES index order) →
+    a row per GPU holding units; the units must add up to the entry's count."""
+    held = [int(pair.split("/", 1)[0]) for pair in per_gpu.split(",")]
+    if len(held) > MAX_GPU_INDEX + 1:
+        raise _BadBlock(no, key, f"expected at most {MAX_GPU_INDEX + 1} GPUs in {entry!r}, "
+                        f"found {len(held)}", line)  # fmt: skip
+    _, count = _type_and_count(mid)
+    if count is not None and count != sum(held):
+        raise _BadBlock(no, key, f"expected MPS units adding up to {count} in {entry!r}, found "
+                        f"{sum(held)}", line)  # fmt: skip
+    return [(index, None, MPS, None, units) for index, units in enumerate(held) if units > 0]
 
 
 def _type_and_count(mid: str | None) -> tuple[str | None, int | None]:

@@ -7,16 +7,18 @@ been seen on the line yet (a ``Reason`` that mentions ``NodeName=n2`` stays text
 
 ``Gres`` is a comma list of ``name[:type][:count][(S:sockets)]``: ``gpu:a100:4(S:0-1)``,
 ``gpu:4``, ``gpu:nvidia_h100_80gb_hbm3_4g.40gb:2`` (a MIG profile as a type),
-``gpu:A100:4(S:0-1),lscratch:3570``; ``(null)`` when the node has none. Only the ``gpu`` entries
-count. A count may carry Slurm's suffix (``1K``). Lines that cannot be read are rejects (file,
-line, field, reason), never dropped; nodes without GPUs are not inventory and are left out
-silently (they are not an error).
+``gpu:nvidia_a100_1c.3g.20gb:3`` (MIG compute instances), ``gpu:A100:4(S:0-1),lscratch:3570``;
+``(null)`` when the node has none. Only the ``gpu`` entries count. A count may carry Slurm's
+suffix (``1K``). Lines that cannot be read are rejects (file, line, field, reason), never
+dropped; nodes without GPUs are not inventory and are left out silently (they are not an error).
 
 Sources of the shapes: the suite's real Slurm 22.05 (tests/slurm_real), Slurm 25.11
 ``State=IDLE+DYNAMIC_NORM`` / ``Gres=(null)`` (SlinkyProject/slurm-operator issue #101), MIG
-types ``nvidia_h100_80gb_hbm3_4g.40gb`` (stackhpc/ansible-slurm-appliance PR #656).
+types ``nvidia_h100_80gb_hbm3_4g.40gb`` (stackhpc/ansible-slurm-appliance PR #656), the names
+AutoDetect=nvml builds (tests/fixtures/slurm/autodetect/README.md).
 """
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from fractions import Fraction
 import polars as pl
 
 from connectors.errors import Reject
-from connectors.gpu_sharing import MIG, MPS, SHARD, gpu_slices, slurm_gpu_type
+from connectors.gpu_sharing import MIG, MPS, SHARD, gpu_slices, mig_compute_slices, slurm_gpu_type
 
 REJECT_SOURCE = "scontrol_nodes"
 # `scontrol -o show node`: every node, one line each
@@ -45,8 +47,6 @@ NODE_KEYS = frozenset((
 ))
 
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z_][A-Za-z0-9_]*)=")
-# MIG profiles as Slurm types: 1g.10gb, 3g.40gb, nvidia_a100_3g.20gb …
-_MIG = re.compile(r"(?:^|_)\d+g\.\d+gb$", re.IGNORECASE)
 _SUFFIX = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 NODE_SCHEMA = {
@@ -174,13 +174,44 @@ def parse_scontrol_nodes(text: str, *, source_file: str = "scontrol -o show node
                 continue
             rows.append({
                 "node": node, "gpu_model": model, "gpu_count": count,
-                "mig": bool(_MIG.search(model)), "gres": kv.get("Gres", ""),
+                "mig": slurm_gpu_type(model).sharing == MIG, "gres": kv.get("Gres", ""),
                 "partitions": "" if kv.get("Partitions") in (None, "(null)")
                 else kv["Partitions"],
                 "state": kv.get("State", ""), "line_no": line_no,
             })
     frame = pl.DataFrame(rows, schema=NODE_SCHEMA) if rows else pl.DataFrame(schema=NODE_SCHEMA)
     return frame, rejects
+
+
+#: Slurm nodes that are Slinky slurmd pods: ``Comment={"namespace":…,"podName":…,"node":…}``
+#: (SlinkyProject/slurm-operator docs/usage/topology.md, written by the NodeSet controller).
+SLINKY_POD_SCHEMA = {
+    "node": pl.String,  # the Slurm NodeName
+    "pod_namespace": pl.String,
+    "pod_name": pl.String,
+    "k8s_node": pl.String,  # the Kubernetes node the pod ran on, as the comment says
+    "line_no": pl.Int64,
+}
+
+
+def slinky_node_pods(text: str) -> pl.DataFrame:
+    """The Slurm nodes whose ``Comment=`` names their slurmd pod (``SLINKY_POD_SCHEMA``). A
+    comment is free text: one that is not such a JSON object names no pod (not a reject)."""
+    rows = []
+    for line_no, raw in enumerate(text.splitlines(), start=1):
+        kv = pairs(raw.strip()) if raw.strip().startswith("NodeName=") else {}
+        try:  # the JSON object at the start of the value (a later field may follow it)
+            comment, _ = json.JSONDecoder().raw_decode(kv.get("Comment", ""))
+        except ValueError:
+            continue
+        if not isinstance(comment, dict) or not isinstance(comment.get("podName"), str) \
+                or not isinstance(comment.get("namespace"), str):
+            continue
+        node = comment.get("node")
+        rows.append({"node": kv["NodeName"], "pod_namespace": comment["namespace"],
+                     "pod_name": comment["podName"],
+                     "k8s_node": node if isinstance(node, str) else None, "line_no": line_no})
+    return pl.DataFrame(rows, schema=SLINKY_POD_SCHEMA)
 
 
 #: Shared GPUs of a node from its ``Gres=`` (docs/shared-gpus.md): one row per (node, sharing,
@@ -203,7 +234,9 @@ def node_slices(nodes: pl.DataFrame) -> pl.DataFrame:
     - ``gpu:1g.10gb:7`` (a type naming a MIG profile, ``connectors.gpu_sharing``): 7 instances.
       Slurm does not say how many physical GPUs they are cut from: ``physical_gpus`` is the
       fewest GPUs the node's MIG instances fit on (their compute slices over the GPU's 7, or 4
-      on an A30, rounded up: 7 x 1g + 2 x 3g = 13 slices -> 2 GPUs), plus its whole GPUs.
+      on an A30, rounded up: 7 x 1g + 2 x 3g = 13 slices -> 2 GPUs), plus its whole GPUs. A
+      compute instance (``gpu:nvidia_a100_1c.3g.20gb:3``) counts its own slices (1 each):
+      ``units_per_gpu`` 1.
     - ``shard:8`` / ``mps:200``: shards / MPS units over the node's whole (non-MIG) GPUs, which
       gres.conf must name as their ``File``: ``units_per_gpu`` = units / GPUs (8 over 2 -> 4).
     """
@@ -223,13 +256,13 @@ def node_slices(nodes: pl.DataFrame) -> pl.DataFrame:
                     whole += g.count
             elif g.name in (SHARD, MPS):
                 shared[g.name] = shared.get(g.name, 0) + g.count
-        used = sum((Fraction(count * int(profile.split("g.", 1)[0]), gpu_slices(model))
+        used = sum((Fraction(count * mig_compute_slices(profile), gpu_slices(model))
                     for profile, (count, model) in mig.items()), Fraction(0))
         physical = whole + math.ceil(used)
         for profile, (count, model) in mig.items():
             rows.append({"node": node, "sharing": MIG, "slice_profile": profile, "units": count,
                          "physical_gpus": physical,
-                         "units_per_gpu": int(profile.split("g.", 1)[0]),
+                         "units_per_gpu": mig_compute_slices(profile),
                          "gpu_slices": gpu_slices(model), "mig_config": None})
         for mode, units in shared.items():
             rows.append({"node": node, "sharing": mode, "slice_profile": None, "units": units,

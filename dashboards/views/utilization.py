@@ -184,6 +184,26 @@ else:
     frame = data.daily_allocated_fractions(start, end, group)
     fraction_chart(frame, {"allocated_fraction": "allocated"}, "fraction of capacity")
 
+st.subheader("Where every GPU-hour went")
+if restricted:
+    restricted_note()
+elif not data.has_table("gpu_conservation_hourly"):
+    st.info("The conservation table is not built yet: run `gpuledger build`.")
+else:
+    went = data.where_gpu_hours_went(start, end)
+    if went.is_empty():
+        st.caption("No capacity in this range.")
+    else:
+        figure = charts.bars(went, x="pool", y="gpu_hours", color="state",
+                             labels={"pool": "pool", "gpu_hours": "GPU-hours", "state": ""},
+                             x_order=went["pool"].unique(maintain_order=True).to_list())
+        figure.update_layout(height=340, margin={"t": 10, "b": 10})
+        st.plotly_chart(figure, width="stretch", key="ut_conservation")
+        st.caption("Each pool's physical GPU-hours of capacity, each in one state: charged per "
+                   "scheduler, conflict (held by two at once), infrastructure (a scheduler's own "
+                   "agent, e.g. a Slinky slurmd pod), unaccounted use (busy with no holder) and "
+                   "idle (docs/accounting.md, \"Conservation\").")
+
 st.subheader("Shared GPUs")
 if restricted:
     restricted_note()

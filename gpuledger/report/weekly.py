@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from gpuledger.report import pages
+from gpuledger.report.conservation import COLUMNS as CONSERVATION_COLUMNS
+from gpuledger.report.conservation import CSV as CONSERVATION_CSV
+from gpuledger.report.conservation import conservation_section, read_conservation
 from gpuledger.report.files import replace_folder, slugs, write_csv, write_text
 from gpuledger.report.kueue_quota import kueue_quota_section, read_kueue_quota
 from gpuledger.report.lines import USAGE_COLUMNS, WeekData, read_week
@@ -72,17 +75,21 @@ def write_weekly_report(con: duckdb.DuckDBPyConnection, week: IsoWeek | str, out
     week = parse_iso_week(week) if isinstance(week, str) else week
     data = read_week(con, week)
     quota = kueue_quota_section(read_kueue_quota(con, week))  # "" without Kueue quota gauges
+    went = read_conservation(con, week)  # where every GPU-hour went, per pool
     when = generated_at or datetime.now(UTC).replace(tzinfo=None)
     centres = sorted({str(line["cost_centre"]) for line in data.lines})
     slug = slugs(centres)
-    files = [SUMMARY, LINES_CSV, ADJUSTMENTS_CSV]
+    files = [SUMMARY, LINES_CSV, ADJUSTMENTS_CSV] + ([CONSERVATION_CSV] if went else [])
     for centre in centres:
         files += [f"cost-centre-{slug[centre]}.html", f"invoice-lines-{slug[centre]}.csv"]
 
     def fill(folder: Path) -> None:
         write_csv(folder / LINES_CSV, data.columns, data.lines)
         write_csv(folder / ADJUSTMENTS_CSV, data.adjustment_columns, data.adjustments)
-        write_text(folder / SUMMARY, summary_page(data, slug, when, kueue_quota=quota))
+        write_text(folder / SUMMARY, summary_page(data, slug, when, kueue_quota=quota,
+                                                  conservation=conservation_section(went)))
+        if went:
+            write_csv(folder / CONSERVATION_CSV, CONSERVATION_COLUMNS, went)
         for centre in centres:
             mine = [line for line in data.lines if str(line["cost_centre"]) == centre]
             write_csv(folder / f"invoice-lines-{slug[centre]}.csv", data.columns, mine)
@@ -133,7 +140,7 @@ def _cards(lines: list | tuple, usage: tuple[str, ...]) -> str:
 
 
 def summary_page(data: WeekData, slug: dict[str, str], when: datetime, *,
-                 kueue_quota: str = "") -> str:
+                 kueue_quota: str = "", conservation: str = "") -> str:
     usage = USAGE_COLUMNS
     overall = total(data.lines)
     by_centre = group(data.lines, column("cost_centre"))
@@ -162,6 +169,7 @@ def summary_page(data: WeekData, slug: dict[str, str], when: datetime, *,
         pages.totals_table("by-gpu-model", "GPU model", by_model, overall, usage),
         pages.hours_chart("GPU-hours by domain and GPU model", by_domain_model, usage),
         shared_section(data.shared),
+        conservation,  # where every GPU-hour went (gpuledger/report/conservation.py)
         kueue_quota,  # Kueue quota per ClusterQueue and cohort (gpuledger/report/kueue_quota.py)
         pages.adjustments_section(data.adjustments, data.close, ADJUSTMENTS_CSV),
         pages.unattributed_section(data.unattributed_keys),

@@ -3,10 +3,12 @@
 --   each allocation interval is cut at UTC midnights so every piece belongs to one daily
 --   partition (and identity validity, which is per UTC day, is constant within a piece).
 -- Parameters: $day_start, $day_end (TIMESTAMP at UTC midnight).
--- Reads the view stg_allocations (the union of the domain staging models, without bridge jobs).
+-- Reads the view stg_allocations (the union of the domain staging models), without slurm-bridge
+--   representative jobs (their pods are charged) and Slinky slurmd pods (the Slurm jobs inside
+--   are charged; the rest is Slurm's capacity, docs/accounting.md).
 WITH staged AS (
     SELECT * FROM stg_allocations
-    WHERE NOT is_bridge AND start_ts < $day_end AND end_ts > $day_start
+    WHERE NOT is_bridge AND NOT coalesce(is_slurm_agent, FALSE) AND start_ts < $day_end AND end_ts > $day_start
 ),
 
 days AS (

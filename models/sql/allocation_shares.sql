@@ -46,7 +46,8 @@ node_gpus AS (
 
 mig AS (
     SELECT p.piece_id,
-        p.gpus * CAST(split_part(p.slice_profile, 'g.', 1) AS INTEGER)
+        -- compute slices: 3 of 3g.40gb; 1 of a compute instance 1c.3g.20gb (Slurm AutoDetect)
+        p.gpus * CAST(regexp_extract(p.slice_profile, '^(\d+)[cg]\.', 1) AS INTEGER)
             / coalesce(l.gpu_slices, CASE WHEN lower(p.gpu_model) LIKE '%a30%' THEN 4 ELSE 7 END)
             AS fraction
     FROM pieces AS p

@@ -5,7 +5,8 @@
 -- Parameters: $first_day, $last_day (DATE, inclusive). Reads the temp tables det_double
 --   (detect_double_scheduled.sql), det_gang (detect_partial_gang.sql), det_idle
 --   (detect_idle.sql), det_low_eff (detect_low_efficiency.sql), det_shared
---   (detect_shared_overcommit.sql), det_mig_layout (detect_mig_layout_change.sql), all in one
+--   (detect_shared_overcommit.sql), det_mig_layout (detect_mig_layout_change.sql),
+--   det_over_capacity (detect_over_capacity.sql), det_unaccounted (detect_unaccounted_use.sql), all in one
 --   candidate layout, and rate_choice.
 -- cost = gpu_seconds x the rate per GPU-hour / 3600, rounded to cents once per incident. The rate
 --   is the one the chargeback uses for the allocation the incident charges (rate_domain,
@@ -26,6 +27,10 @@ WITH candidates AS (
     SELECT * FROM det_shared
     UNION ALL BY NAME
     SELECT * FROM det_mig_layout
+    UNION ALL BY NAME
+    SELECT * FROM det_over_capacity
+    UNION ALL BY NAME
+    SELECT * FROM det_unaccounted
 ),
 
 in_range AS (

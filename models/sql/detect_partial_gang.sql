@@ -4,11 +4,19 @@
 --   or until the attempt ended without them (evicted, e.g. PodsReadyTimeout, and requeued).
 -- A gang is the pods of one owner: their Kueue Workload where one is known (kueue_workloads,
 --   the Workload history included; N = the pod-set counts, or the admitted count under partial
---   admission), else their JobSet (label jobset.sigs.k8s.io/jobset-name; N = the sum of its
+--   admission; the slices of a Kueue elastic job are one gang, below), else the gang the
+--   scheduler knows (k8s_pod_groups: a Workload API pod group or PodGroup of the pods' Job, or
+--   the coscheduling PodGroup their scheduling.x-k8s.io/pod-group label names; N = its gang
+--   minCount), else their JobSet (label jobset.sigs.k8s.io/jobset-name; N = the sum of its
 --   Jobs' sizes), else their Job (label batch.kubernetes.io/job-name, else kube_pod_owner; N =
 --   kube_job_spec_parallelism when it equals kube_job_spec_completions: every pod needed at
---   once; k8s_job_specs, the value seen while its pods ran). A gang without a Workload is
+--   once; k8s_job_specs, the value seen while its pods ran). A gang of a JobSet or Job alone is
 --   partial only while a member waits Pending without a node (k8s_pending_pods).
+-- Kueue elastic jobs (ElasticJobsViaWorkloadSlices): a scale-up creates a Workload slice that
+--   replaces the admitted one (kueue.x-k8s.io/workload-slice-replacement-for; the old one
+--   finishes, WorkloadSliceReplaced). The pods of every slice of the chain are one gang, and an
+--   attempt is judged by the slice in force when it started (the latest created by then): a
+--   scale-up comes after the attempt ran full at its size, so it never opens a partial phase.
 -- Parameters: $scan_first, $scan_last (DATE, inclusive: the allocation days read),
 --   $tolerance_seconds (pod starts are known to one scrape interval), $gang_grace_seconds
 --   (normal start-up: partial phases no longer than this are not incidents).
@@ -21,39 +29,103 @@
 --   PodsReady - Admitted times when the Workload's (last) admission is this attempt and it became
 --   ready, else the measured length minus one scrape interval.
 -- Columns: the candidate layout of detect_incidents.sql.
-WITH all_workloads AS (
+WITH RECURSIVE slice_chain AS (
+    -- Kueue elastic jobs: each Workload slice with the first slice of its chain (slice_of
+    -- names the slice it replaced, 'namespace/name'; one whose predecessor is not known starts
+    -- a chain)
+    SELECT w.uid, w.namespace, w.name, w.uid AS root_uid, 0 AS depth
+    FROM kueue_workloads AS w
+    WHERE w.slice_of IS NULL OR NOT EXISTS (
+        SELECT 1 FROM kueue_workloads AS o WHERE o.namespace || '/' || o.name = w.slice_of)
+    UNION ALL
+    SELECT w.uid, w.namespace, w.name, c.root_uid, c.depth + 1
+    FROM slice_chain AS c
+    INNER JOIN kueue_workloads AS w
+        ON w.slice_of = c.namespace || '/' || c.name AND w.uid <> c.uid
+    WHERE c.depth < 100
+),
+
+all_workloads AS (
     SELECT * FROM (
         SELECT
-            uid, namespace, name, admitted_at, pods_ready_at, eviction_reasons, evicted_reason,
-            requeue_count,
+            w.uid, w.namespace, w.name, w.created_at, w.admitted_at, w.pods_ready_at,
+            w.eviction_reasons, w.evicted_reason, w.requeue_count,
+            coalesce(c.root_uid, w.uid) AS gang_uid,
             -- partial admission (podSets[].minCount): Kueue admits fewer pods than the spec's
             -- count and shrinks the Job to them; the admitted GPUs / GPUs per pod say how many
             CASE WHEN min_count IS NOT NULL AND pod_sets = 1 AND gpus_per_pod > 0
                     AND gpus_admitted % gpus_per_pod = 0
                 THEN least(pods_wanted, gpus_admitted // gpus_per_pod)
-                ELSE pods_wanted
+                ELSE w.pods_wanted
             END AS pods_wanted
-        FROM kueue_workloads
+        FROM kueue_workloads AS w
+        LEFT JOIN (SELECT uid, min(root_uid) AS root_uid FROM slice_chain GROUP BY uid) AS c
+            ON c.uid = w.uid
     )
 ),
 
 pod_meta AS (
     -- a pod's owner and labels (the same on every interval of its uid)
-    SELECT cluster, uid, any_value(owner_kind) AS owner_kind, any_value(owner_name) AS owner_name,
-        any_value(labels) AS labels
-    FROM k8s_pod_allocations
-    GROUP BY cluster, uid
+    SELECT cluster, uid, namespace, first_start, labels,
+        json_extract_string(labels, '$.jobset_sigs_k8s_io_jobset_name') AS jobset_name,
+        coalesce(json_extract_string(labels, '$.batch_kubernetes_io_job_name'),
+            CASE WHEN owner_kind = 'Job' THEN owner_name END) AS owner_job,
+        json_extract_string(labels, '$.scheduling_x_k8s_io_pod_group') AS pod_group_label
+    FROM (
+        SELECT cluster, uid, any_value(namespace) AS namespace, min(start_ts) AS first_start,
+            any_value(owner_kind) AS owner_kind, any_value(owner_name) AS owner_name,
+            any_value(labels) AS labels
+        FROM k8s_pod_allocations
+        GROUP BY cluster, uid
+    )
+),
+
+sched_groups AS (
+    -- gangs the scheduler knows: a Workload API pod group or PodGroup (scheduling.k8s.io) or a
+    -- coscheduling PodGroup (scheduling.x-k8s.io) with a gang minCount, and the pods it covers
+    -- as the ledger sees them (its Job's, or those its pod-group label names)
+    SELECT cluster, uid || CASE WHEN kind = 'Workload' THEN '/' || pod_group ELSE '' END
+            AS group_key,
+        uid, pod_group, api_version, kind, namespace, name, min_count, job_name, pod_label,
+        created_at
+    FROM k8s_pod_groups
+    WHERE policy = 'gang' AND min_count IS NOT NULL
+        AND (job_name IS NOT NULL OR pod_label IS NOT NULL)
+),
+
+pod_sched AS (
+    -- each pod's scheduler gang: a PodGroup (the runtime object) before a Workload's pod group,
+    -- the latest created before the pod started (a Job name used again is another gang)
+    SELECT m.cluster, m.uid,
+        arg_max(g.group_key, (g.kind = 'PodGroup',
+            coalesce(g.created_at <= m.first_start, FALSE),
+            coalesce(g.created_at, TIMESTAMP '1970-01-01'))) AS group_key
+    FROM pod_meta AS m
+    INNER JOIN sched_groups AS g
+        ON (g.cluster = m.cluster OR g.cluster = '') AND g.namespace = m.namespace
+        AND (g.job_name = m.owner_job OR g.pod_label = m.pod_group_label)
+    GROUP BY m.cluster, m.uid
 ),
 
 members AS (
-    -- the GPU pod pieces of the days read, with their Workload (if any) and owners
-    SELECT a.*, w.uid AS wl_uid, w.pods_wanted AS wl_wanted,
-        json_extract_string(m.labels, '$.jobset_sigs_k8s_io_jobset_name') AS jobset_name,
-        coalesce(json_extract_string(m.labels, '$.batch_kubernetes_io_job_name'),
-            CASE WHEN m.owner_kind = 'Job' THEN m.owner_name END) AS owner_job
+    -- the GPU pod pieces of the days read, with their Workload (if any), scheduler gang and
+    -- owners; wl_uid is the gang's Workload (an elastic job's first slice), slice_uid the pod's
+    SELECT a.*, w.gang_uid AS wl_uid, w.uid AS slice_uid, w.pods_wanted AS wl_wanted,
+        m.jobset_name, m.owner_job,
+        sg.group_key AS sg_key, sg.min_count AS sg_wanted, sg.name AS sg_name,
+        'k8s_pod_groups{cluster=' || sg.cluster || ',uid=' || sg.uid || ',pod_group='
+            || sg.pod_group || '} ('
+            || CASE WHEN sg.api_version LIKE 'scheduling.k8s.io/%' THEN 'Workload API '
+                ELSE 'coscheduling ' END
+            || sg.api_version || ' ' || sg.kind || ' ' || sg.namespace || '/' || sg.name
+            || CASE WHEN sg.pod_group <> '' THEN ' pod group ' || sg.pod_group ELSE '' END
+            || ': gang minCount ' || sg.min_count || ')' AS sg_evidence
     FROM allocations AS a
     LEFT JOIN all_workloads AS w ON w.namespace = a.k8s_namespace AND w.name = a.job_id
     LEFT JOIN pod_meta AS m ON m.cluster = a.cluster AND m.uid = a.source_key
+    LEFT JOIN pod_sched AS ps ON ps.cluster = a.cluster AND ps.uid = a.source_key
+    LEFT JOIN sched_groups AS sg ON sg.group_key = ps.group_key
+        AND (sg.cluster = a.cluster OR sg.cluster = '')
     WHERE a.domain = 'kubernetes' AND a.day >= $scan_first AND a.day <= $scan_last
 ),
 

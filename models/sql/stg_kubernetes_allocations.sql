@@ -23,6 +23,8 @@
 --   ended in an eviction (every admission before the last one did; the last one did if the
 --   Workload is Evicted now); else the pod's terminal phase (succeeded / failed); else the
 --   Workload's Finished condition; else 'running' (no terminal state seen yet).
+-- is_slurm_agent: the pod is a Slinky slurmd pod (the temp view slurm_agent_pods): its GPU-time
+--   is Slurm's capacity, charged through the Slurm jobs inside it (docs/accounting.md).
 -- gpu_uuids: GPUs dcgm-exporter labelled with the pod (same namespace, pod, node) during the
 --   interval; null when the exporter does not carry pod labels.
 WITH pods AS (
@@ -187,6 +189,9 @@ final AS (
             ELSE 'running'
         END AS outcome,
         FALSE AS is_bridge,
+        -- a Slinky slurmd pod: Slurm's hold on the node's GPUs, never a customer
+        -- (slurm_agent_pods.sql; allocation_pieces.sql leaves it out)
+        uid IN (SELECT uid FROM slurm_agent_pods) AS is_slurm_agent,
         'kube-state-metrics ' || namespace || '/' || pod || ' uid ' || uid || ': '
             || samples || ' Running samples every ' || scrape_interval_s || ' s; start from '
             || coalesce(start_source, 'scrape_grid') || ', end from '

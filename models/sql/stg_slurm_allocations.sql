@@ -4,6 +4,8 @@
 --   shards and MPS units, gpu_utilization: the GPUs whose series carry the run's hpc_job).
 -- Columns: the common staging layout shared with stg_kubernetes_allocations (see models/build.py),
 --   plus gpus_source (Slurm only): where the row's GPU count comes from.
+-- node: the node name Slurm gives, except where it is a Slinky slurmd pod's (the temp view
+--   slurm_agent_pods): there the Kubernetes node the pod ran on, whose GPUs the run held.
 -- A run still going (end null) is charged up to observed_until, the end of the sacct query that
 -- saw it. slurm-bridge representative jobs (bridge_pods not empty) are flagged is_bridge: they are
 -- the same workload as their pods and are charged once, in the kubernetes domain.
@@ -128,6 +130,30 @@ split AS (
     LEFT JOIN unusable AS u ON u.run_key = n.run_key
 ),
 
+agent_nodes AS (
+    -- Slurm inside Kubernetes (Slinky slurm-operator): a Slurm node that is a slurmd pod's name
+    -- holds the GPUs of the Kubernetes node the pod runs on (slurm_agent_pods.sql); of several
+    -- pods by that name, the one whose interval overlaps the run most
+    SELECT
+        n.run_key,
+        n.node AS slurm_node,
+        arg_max(a.node, date_diff('second', greatest(a.start_ts, r.start),
+                                  least(a.end_ts, coalesce(r."end", r.observed_until)))) AS node,
+        arg_max(a.namespace || '/' || a.pod,
+                date_diff('second', greatest(a.start_ts, r.start),
+                          least(a.end_ts, coalesce(r."end", r.observed_until)))) AS agent_pod
+    FROM split AS n
+    INNER JOIN runs AS r USING (run_key)
+    INNER JOIN (
+        SELECT node, namespace, pod, start_ts, end_ts, unnest(slurm_node_names) AS slurm_node
+        FROM slurm_agent_pods
+    ) AS a
+        ON a.slurm_node = n.node AND a.start_ts < coalesce(r."end", r.observed_until)
+        AND a.end_ts > r.start
+    WHERE r.start IS NOT NULL
+    GROUP BY n.run_key, n.node
+),
+
 shared_gpus AS (
     -- which physical GPUs a run's shards, MPS units or MIG instances are on: sacct and scontrol
     -- do not say (scontrol -d prints GRES=shard(CNT:2), and a MIG type's IDX numbers MIG
@@ -136,8 +162,9 @@ shared_gpus AS (
     SELECT n.run_key, n.node, list_sort(list(DISTINCT u.gpu_uuid)) AS gpu_uuids
     FROM split AS n
     INNER JOIN runs AS r USING (run_key)
+    LEFT JOIN agent_nodes AS an ON an.run_key = n.run_key AND an.slurm_node = n.node
     INNER JOIN gpu_utilization AS u
-        ON u.node = n.node AND u.hpc_job = CAST(r.job_id_raw AS VARCHAR)
+        ON u.node = coalesce(an.node, n.node) AND u.hpc_job = CAST(r.job_id_raw AS VARCHAR)
         AND u.bucket_start >= r.start AND u.bucket_start < coalesce(r."end", r.observed_until)
     WHERE n.sharing IN ('shard', 'mps', 'mig') AND r.start IS NOT NULL
     GROUP BY ALL
@@ -156,7 +183,7 @@ final AS (
             ELSE r.run_key END AS source_key,
         r.job_id,
         r.job_name AS name,
-        n.node,
+        coalesce(an.node, n.node) AS node,
         n.gpu_model,
         n.node_gpus AS gpus,
         sg.gpu_uuids,
@@ -206,9 +233,14 @@ final AS (
                             ELSE ' shows ' || n.unusable_gpus || ' GPUs, sacct '
                                 || r.alloc_gpus || ': not used)' END
                     ELSE ' (no scontrol snapshot of the run)' END
-        END AS evidence
+        END
+        || CASE WHEN an.node IS NOT NULL AND an.node <> n.node
+            THEN '; Slurm node ' || n.node || ' is slurmd pod ' || an.agent_pod || ' on '
+                || an.node
+            ELSE '' END AS evidence
     FROM split AS n
     INNER JOIN runs AS r USING (run_key)
+    LEFT JOIN agent_nodes AS an ON an.run_key = n.run_key AND an.slurm_node = n.node
     LEFT JOIN shared_gpus AS sg ON sg.run_key = n.run_key AND sg.node = n.node
     WHERE r.start IS NOT NULL
 )

@@ -68,7 +68,10 @@ def test_incidents_asset_and_its_warn_checks(tmp_path: Path):
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert {name: c.passed for name, c in checks.items()} == {
         "no_double_scheduled_gpus": False, "no_partial_gangs": True, "no_idle_allocations": False,
-        "shared_gpus_within_one_gpu": True}
+        "shared_gpus_within_one_gpu": True, "every_gpu_second_accounted_once": True,
+        "nodes_within_their_gpus": True, "no_unaccounted_use": True}
+    conservation = checks.pop("every_gpu_second_accounted_once")
+    assert conservation.severity == dg.AssetCheckSeverity.ERROR  # a broken ledger fails the run
     assert all(c.severity == dg.AssetCheckSeverity.WARN for c in checks.values())
     double = checks["no_double_scheduled_gpus"].metadata
     assert double["incidents"].value == 1

@@ -1,5 +1,8 @@
+from datetime import timedelta
+
 import dagster as dg
 
+from models import load_sql
 from pipelines.defs.check_results import offending_rows_result, query_rows
 from pipelines.defs.partitions import daily_partitions
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource
@@ -57,3 +60,36 @@ shared_gpus_within_one_gpu = _incidents_check(
     "The shared-GPU invariant (docs/shared-gpus.md): physical GPUs whose charged shares (MIG "
     "fractions, whole-GPU holders, time-shared holders) came to more than one GPU-second per "
     "second, with the excess GPU-hours and the holders.")
+
+nodes_within_their_gpus = _incidents_check(
+    "nodes_within_their_gpus", "over_capacity",
+    "One scheduler's holders on a node held more physical GPUs than it has (docs/accounting.md, "
+    "\"Conservation\"), with the GPU-hours charged beyond the GPUs and the holders.")
+
+no_unaccounted_use = _incidents_check(
+    "no_unaccounted_use", "unaccounted_use",
+    "GPUs dcgm-exporter saw busy while no Slurm run or pod held them, with the GPUs, the busy "
+    "share, every holder the series name and the likely cause (docs/accounting.md, "
+    "\"Conservation\").")
+
+
+@dg.asset_check(
+    pool=LEDGER_POOL,
+    asset="incidents",
+    partitions_def=daily_partitions,
+    description="Conservation, per node and hour: charged + conflict + infrastructure + "
+    "unaccounted + idle = capacity to the GPU-second, the invoices' GPU-seconds equal what the "
+    "sweep holds, nothing charged on a node the inventory lacks, and GPU-time held twice is "
+    "an incident (docs/accounting.md, \"Conservation\"). Fails with the node-hours that break it.",
+)
+def every_gpu_second_accounted_once(
+    context: dg.AssetCheckExecutionContext, ledger: LedgerResource
+) -> dg.AssetCheckResult:
+    day = context.partition_time_window.start.date()
+    with ledger.ledger() as con:
+        rows, columns = query_rows(con, load_sql("gpu_conservation_hourly_check"),
+                                   {"first_day": day, "end_day": day + timedelta(days=1)})
+    return offending_rows_result(rows, columns, metadata={
+        "node_hours": len(rows),
+        "problems": ", ".join(sorted({str(r[2]) for r in rows})) or "none",
+    })

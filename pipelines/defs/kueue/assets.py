@@ -1,6 +1,8 @@
+from pathlib import Path
+
 import dagster as dg
 
-from gpuledger import service, workload_history
+from gpuledger import pod_groups, service, workload_history
 from gpuledger.site import ClusterSite, Site
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource, SiteResource
 
@@ -8,6 +10,8 @@ RAW = dg.AssetKey("kueue_workload_snapshot")
 READ = dg.AssetKey("kueue_workloads")
 HISTORY = dg.AssetKey("kueue_workload_history")
 CHECK = "every_workload_read"
+POD_GROUPS = dg.AssetKey("k8s_pod_groups")
+POD_GROUPS_CHECK = "every_pod_group_read"
 
 
 def snapshot_clusters(site: Site) -> list[ClusterSite]:
@@ -120,3 +124,56 @@ def kueue_workload_history(ledger: LedgerResource, site: SiteResource) -> dg.Mat
         key: sum(c[key] for c in per_cluster.values())
         for key in ("files", "new_states", "deleted", "rejected")
     } | {"per_cluster": dg.MetadataValue.json(per_cluster)})
+
+
+def pod_group_clusters(site: Site) -> list[ClusterSite]:
+    """Clusters whose scheduler gang objects are read: a ``[kueue] pod_groups`` snapshot, or
+    the API through the kubeconfig (a cluster read from a Workload snapshot file alone has
+    none)."""
+    return [c for c in site.clusters if c.kueue is not None
+            and (c.kueue.pod_groups is not None or c.kueue.snapshot is None)]
+
+
+@dg.asset(
+    key=POD_GROUPS,
+    group_name="kubernetes",
+    kinds={"duckdb", "json"},
+    pool=LEDGER_POOL,
+    check_specs=[dg.AssetCheckSpec(POD_GROUPS_CHECK, asset=POD_GROUPS, description="every "
+                                   "Workload/PodGroup item could be read (bad items are in "
+                                   "rejects)")],
+    description="Gangs the scheduler itself knows (k8s_pod_groups): Kubernetes' Workload API "
+    "(scheduling.k8s.io Workloads and PodGroups with a gang minCount) and coscheduling "
+    "PodGroups (scheduling.x-k8s.io minMember), from the [kueue] pod_groups snapshot or listed "
+    "through the kubeconfig (kept under <db folder>/spool/pod_groups/<cluster>/). "
+    "detect_partial_gang.sql sizes a gang by them.",
+)
+def k8s_pod_groups(ledger: LedgerResource, site: SiteResource):
+    """``gpuledger.pod_groups`` (the CLI's path): each list read with no ledger connection
+    open, then stored in one short transaction."""
+    the_site = site.load()
+    results, per_cluster = [], {}
+    for cluster in pod_group_clusters(the_site):
+        kueue = cluster.kueue
+        if kueue.pod_groups is not None:  # type: ignore[union-attr]
+            reads = pod_groups.read_snapshots(kueue.pod_groups)  # type: ignore[union-attr]
+        else:
+            spool = Path(the_site.db).parent / "spool" / "pod_groups" / cluster.name
+            reads = [pod_groups.read_api(kueue, spool=spool)]  # type: ignore[arg-type]
+        done = []
+        for read in reads:
+            with ledger.ledger() as con:
+                done.append(pod_groups.store(con, read, cluster=cluster.name))
+        results += done
+        per_cluster[cluster.name] = {"rows": sum(r.rows for r in done),
+                                     "warnings": [w for r in done for w in r.warnings]}
+    rejects = [r for result in results for r in result.rejects]
+    yield dg.MaterializeResult(metadata={
+        "rows": sum(r.rows for r in results), "rejected": len(rejects),
+        "per_cluster": dg.MetadataValue.json(per_cluster)})
+    sample = "\n".join(f"- {r.describe()}" for r in rejects[:20])
+    yield dg.AssetCheckResult(
+        asset_key=POD_GROUPS, check_name=POD_GROUPS_CHECK, passed=not rejects,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"offending_rows": len(rejects), "sample": dg.MetadataValue.md(sample or "none")},
+    )

@@ -19,7 +19,8 @@ SCAN = {"scan_start": datetime(2026, 1, 4), "scan_end": datetime(2026, 1, 7),
 HEAVY = {
     "gpu_usage_hourly_samples": {"from_ts": datetime(2026, 1, 4, 23),
                                  "to_ts": datetime(2026, 1, 6, 1)},
-    "gpu_usage_hourly_matched": DAYS,
+    "gpu_usage_span_matches": DAYS,
+    "gpu_usage_hourly_matched": {},
     "gpu_usage_hourly_allocations": DAYS,
     "gpu_usage_hourly": DAYS,
     "node_usage_hourly": DAYS,
@@ -159,8 +160,9 @@ def test_star_replace_is_refused(sql: str) -> None:
 
 
 def test_tables_read_are_the_tables_minus_the_ctes() -> None:
-    assert tables_read(load_sql("gpu_usage_hourly_matched")) == {
+    assert tables_read(load_sql("gpu_usage_span_matches")) == {
         "allocations", "slurm_runs", "usage_samples"}
+    assert tables_read(load_sql("gpu_usage_hourly_matched")) == {"usage_span_matches"}
     assert tables_read(load_sql("detect_low_efficiency")) == {
         "gpu_utilization", "allocations", "slurm_node_allocations", "idle_policy", "det_idle",
         "det_double", "det_gang", "gpu_busy_daily"}

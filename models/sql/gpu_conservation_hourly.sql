@@ -1,0 +1,288 @@
+-- gpu_conservation_hourly
+-- Grain: one row per (UTC hour, node) of the days [$first_day, $end_day) for every node of the
+--   physical inventory and every node holding allocations: where each of the node's physical
+--   GPU-seconds of the hour went (docs/accounting.md, "Conservation").
+-- Parameters: $first_day, $end_day (DATE, half-open). Reads the temp tables holding_segments
+--   (node_holding_segments.sql over those days), usage_samples and usage_span_matches
+--   (gpu_usage_hourly_samples.sql, gpu_usage_span_matches.sql: the one rule matching a reading
+--   to its holder), and allocations, allocation_usage_hourly, slurm_agent_pods.
+-- Every GPU-second of capacity is in exactly one state:
+--   charged_gpu_seconds: held by one charged holder (split by domain: charged_slurm_…,
+--     charged_kubernetes_…, in proportion to what each domain held in the segment);
+--   conflict_gpu_seconds: held by more than one holder at once beyond the node's GPUs (GPUs
+--     fungible on the node: the fewest GPUs that must be doubly held);
+--   infrastructure_gpu_seconds: held by a scheduler's own agent (a Slinky slurmd pod) and by no
+--     job inside it: Slurm's idle capacity;
+--   unaccounted_gpu_seconds: held by nobody, yet dcgm-exporter saw the GPU busy (busy fraction
+--     above 0): readings whose holder labels name no charged holder, plus unlabelled readings
+--     beyond the GPU-time holders held without a reading of their own; at most the free time;
+--   idle_gpu_seconds: held by nobody and not seen busy.
+--   capacity_gpu_seconds = charged + conflict + infrastructure + unaccounted + idle.
+-- excess_gpu_seconds: what was charged beyond the GPUs (the second, third … holder of a GPU):
+--   held_gpu_seconds (every holder's physical share, as the invoices charge it)
+--   = charged + conflict + excess. invoiced_gpu_seconds: the allocations rows' own
+--   physical_gpu_seconds pro rata in the hour, computed apart from the sweep; the check
+--   gpu_conservation_hourly_check.sql holds the two equal.
+-- unaccounted_gpu_uuids / _busy_share / _hints: where unaccounted > 0, the GPUs with busy readings
+--   no charged holder took, their mean busy fraction, and every holder the series name (pod
+--   labels, hpc_job): what the unaccounted_use incident shows.
+-- All GPU-seconds DECIMAL(38, 6), rounded once per segment.
+WITH seg AS (
+    SELECT
+        *,
+        slurm_gpus + kubernetes_gpus AS held,
+        least(slurm_gpus + kubernetes_gpus, capacity_gpus) AS covered,
+        least(greatest(slurm_gpus + kubernetes_gpus - capacity_gpus, 0), capacity_gpus)
+            AS conflict,
+        greatest(slurm_gpus + kubernetes_gpus - capacity_gpus, 0) AS excess,
+        greatest(least(agent_gpus, capacity_gpus)
+                 - least(slurm_gpus + kubernetes_gpus, capacity_gpus), 0) AS infra
+    FROM holding_segments
+    WHERE hour >= CAST($first_day AS TIMESTAMP) AND hour < CAST($end_day AS TIMESTAMP)
+),
+
+swept AS (
+    SELECT
+        hour,
+        node,
+        any_value(cluster) AS cluster,
+        any_value(pool) AS pool,
+        any_value(gpu_model) AS gpu_model,
+        any_value(capacity_gpus) AS capacity_gpus,
+        sum(CAST(held * seconds AS DECIMAL(38, 6))) AS held_gpu_seconds,
+        sum(CAST((covered - conflict) * seconds AS DECIMAL(38, 6))) AS charged_gpu_seconds,
+        sum(CAST(CASE WHEN held > 0 THEN (covered - conflict) * seconds * slurm_gpus / held
+                 ELSE 0 END AS DECIMAL(38, 6))) AS charged_slurm_gpu_seconds,
+        sum(CAST(conflict * seconds AS DECIMAL(38, 6))) AS conflict_gpu_seconds,
+        sum(CAST(excess * seconds AS DECIMAL(38, 6))) AS excess_gpu_seconds,
+        sum(CAST(infra * seconds AS DECIMAL(38, 6))) AS infrastructure_gpu_seconds,
+        sum(CAST(covered * seconds AS DECIMAL(38, 6))) AS covered_gpu_seconds,
+        count(*) FILTER (WHERE slurm_gpus > 0 AND kubernetes_gpus > 0 AND excess > 0)
+            AS cross_scheduler_segments
+    FROM seg
+    GROUP BY hour, node
+),
+
+invoiced AS (
+    -- the invoices' side: every allocations row's physical GPU-seconds, pro rata in the hour
+    SELECT node, hour, sum(CAST(physical_gpu_seconds * in_hour / seconds AS DECIMAL(38, 6)))
+        AS invoiced_gpu_seconds
+    FROM (
+        SELECT
+            node, physical_gpu_seconds, date_diff('second', start_ts, end_ts) AS seconds,
+            hour,
+            date_diff('second', greatest(start_ts, hour), least(end_ts, hour + INTERVAL 1 HOUR))
+                AS in_hour
+        FROM (
+            SELECT *, unnest(generate_series(date_trunc('hour', start_ts),
+                                             date_trunc('hour', end_ts - INTERVAL 1 MICROSECOND),
+                                             INTERVAL 1 HOUR)) AS hour
+            FROM allocations
+            WHERE day >= $first_day AND day < $end_day AND end_ts > start_ts
+        )
+    )
+    GROUP BY node, hour
+),
+
+measured AS (
+    -- GPU-time the charged holders held with a reading of their own
+    SELECT node, hour, sum(measured_gpu_seconds) AS measured_gpu_seconds
+    FROM allocation_usage_hourly
+    WHERE day >= $first_day AND day < $end_day
+    GROUP BY node, hour
+),
+
+agent_keys AS (
+    SELECT DISTINCT node, namespace, pod FROM slurm_agent_pods
+),
+
+readings AS (
+    -- one reading per GPU (MIG instance) and span, whoever held it
+    SELECT
+        s.node, s.gpu_uuid, s.gpu_instance, s.span_start, s.span_end,
+        max(s.busy_fraction) > 0 AS busy,
+        max(s.busy_fraction) AS busy_fraction,
+        -- who the series name: the hints of an unaccounted reading
+        list_distinct(list(CASE WHEN s.pod IS NOT NULL
+            THEN 'pod ' || coalesce(s.namespace, '') || '/' || s.pod END)
+            || list(CASE WHEN s.hpc_job IS NOT NULL THEN 'hpc_job ' || s.hpc_job END))
+            AS hints,
+        bool_or(s.pod IS NOT NULL OR s.pod_uid IS NOT NULL OR s.hpc_job IS NOT NULL)
+            AS labelled,
+        -- a slurmd pod's own labels: Slurm's capacity in use outside a job it knows (neither a
+        -- customer's nor unaccounted)
+        bool_or(k.pod IS NOT NULL) AS agent_labelled
+    FROM usage_samples AS s
+    LEFT JOIN agent_keys AS k ON k.node = s.node AND k.namespace = s.namespace AND k.pod = s.pod
+    WHERE s.span_end > CAST($first_day AS TIMESTAMP)
+        AND s.span_start < CAST($end_day AS TIMESTAMP)
+    GROUP BY s.node, s.gpu_uuid, s.gpu_instance, s.span_start, s.span_end
+),
+
+reading_hours AS (
+    -- each reading cut at the hours: [piece_start, piece_end)
+    SELECT
+        r.*,
+        h.hour,
+        greatest(r.span_start, h.hour) AS piece_start,
+        least(r.span_end, h.hour + INTERVAL 1 HOUR) AS piece_end
+    FROM readings AS r,
+        LATERAL (SELECT unnest(generate_series(
+            date_trunc('hour', r.span_start),
+            date_trunc('hour', r.span_end - INTERVAL 1 MICROSECOND),
+            INTERVAL 1 HOUR)) AS hour) AS h
+),
+
+holder_pieces AS (
+    -- each charged holder of a reading piece (usage_span_matches: the one rule matching a reading
+    -- to its holder), clipped to it; time-shared holders (replicas, MPS, shards) share a GPU by
+    -- design: together they are one holder
+    SELECT
+        r.node, r.gpu_uuid, r.gpu_instance, r.piece_start, r.piece_end,
+        CASE WHEN coalesce(a.sharing IN ('time_slicing', 'mps', 'shard'), FALSE) THEN 'shared'
+            ELSE m.domain || '|' || m.source_key END AS holder,
+        min(greatest(m.start_ts, r.piece_start)) AS from_ts,
+        max(least(m.end_ts, r.piece_end)) AS to_ts
+    FROM reading_hours AS r
+    INNER JOIN usage_span_matches AS m
+        ON m.node = r.node AND m.gpu_uuid = r.gpu_uuid
+        AND m.gpu_instance IS NOT DISTINCT FROM r.gpu_instance
+        AND m.span_start = r.span_start AND m.span_end = r.span_end
+        AND m.start_ts < r.piece_end AND m.end_ts > r.piece_start
+    INNER JOIN allocations AS a
+        ON a.day = m.day AND a.domain = m.domain AND a.source_key = m.source_key
+        AND a.node = m.node AND a.start_ts = m.start_ts
+    GROUP BY ALL
+),
+
+claims AS (
+    -- holders per reading piece, and the time more than one held it: the sum of their clipped
+    -- times beyond their joint extent (a handover inside a reading is no overlap)
+    SELECT
+        node, gpu_uuid, gpu_instance, piece_start, piece_end,
+        count(*) AS holders,
+        greatest(sum(epoch(to_ts - from_ts)) - epoch(max(to_ts) - min(from_ts)), 0)
+            AS excess_seconds,
+        epoch(max(to_ts) - min(from_ts)) AS held_seconds
+    FROM holder_pieces
+    GROUP BY ALL
+),
+
+pieces AS (
+    SELECT
+        r.*,
+        coalesce(c.holders, 0) AS holders,
+        coalesce(c.excess_seconds, 0) AS excess_seconds,
+        coalesce(c.held_seconds, 0) AS held_seconds,
+        epoch(r.piece_end - r.piece_start) AS seconds
+    FROM reading_hours AS r
+    LEFT JOIN claims AS c
+        ON c.node = r.node AND c.gpu_uuid = r.gpu_uuid
+        AND c.gpu_instance IS NOT DISTINCT FROM r.gpu_instance
+        AND c.piece_start = r.piece_start AND c.piece_end = r.piece_end
+),
+
+by_reading AS (
+    SELECT
+        node,
+        hour,
+        -- unclaimed busy readings: labels of no charged holder (provable), or no labels
+        sum(CAST(seconds AS DECIMAL(38, 6)))
+            FILTER (WHERE holders = 0 AND busy AND labelled AND NOT agent_labelled)
+            AS unknown_holder_busy,
+        sum(CAST(seconds AS DECIMAL(38, 6)))
+            FILTER (WHERE holders = 0 AND busy AND NOT labelled) AS unlabelled_busy,
+        -- the unclaimed busy readings' GPUs, busy GPU-seconds and holder hints
+        list_sort(list(DISTINCT gpu_uuid)
+            FILTER (WHERE holders = 0 AND busy AND NOT agent_labelled)) AS unclaimed_gpu_uuids,
+        sum(CAST(seconds * busy_fraction AS DECIMAL(38, 6)))
+            FILTER (WHERE holders = 0 AND busy AND NOT agent_labelled) AS unclaimed_busy,
+        sum(CAST(seconds AS DECIMAL(38, 6)))
+            FILTER (WHERE holders = 0 AND busy AND NOT agent_labelled) AS unclaimed_seconds,
+        list_sort(list_distinct(flatten(list(hints)
+            FILTER (WHERE holders = 0 AND busy AND NOT agent_labelled)))) AS unclaimed_hints,
+        -- dcgm-exporter saw two or more charged holders on one GPU at once (double-scheduled
+        -- GPUs the node-level sweep cannot see while the node is within its count)
+        sum(CAST(least(excess_seconds, held_seconds) AS DECIMAL(38, 6)))
+            FILTER (WHERE holders > 1) AS gpu_conflict,
+        sum(CAST(excess_seconds AS DECIMAL(38, 6))) FILTER (WHERE holders > 1) AS gpu_excess
+    FROM pieces
+    WHERE hour >= CAST($first_day AS TIMESTAMP) AND hour < CAST($end_day AS TIMESTAMP)
+    GROUP BY node, hour
+),
+
+joined AS (
+    SELECT
+        s.* EXCLUDE (charged_gpu_seconds, charged_slurm_gpu_seconds, conflict_gpu_seconds,
+                     excess_gpu_seconds),
+        -- conflict and excess: the node-level sweep's or dcgm-exporter's GPU-level figure,
+        -- whichever is larger (both are lower bounds of the GPU-time held twice)
+        greatest(s.conflict_gpu_seconds, coalesce(u.gpu_conflict, 0)) AS conflict_gpu_seconds,
+        greatest(s.excess_gpu_seconds, coalesce(u.gpu_excess, 0)) AS excess_gpu_seconds,
+        s.held_gpu_seconds - greatest(s.conflict_gpu_seconds, coalesce(u.gpu_conflict, 0))
+            - greatest(s.excess_gpu_seconds, coalesce(u.gpu_excess, 0)) AS charged_gpu_seconds,
+        CASE WHEN s.charged_gpu_seconds > 0
+            THEN CAST(s.charged_slurm_gpu_seconds
+                      * (s.held_gpu_seconds
+                         - greatest(s.conflict_gpu_seconds, coalesce(u.gpu_conflict, 0))
+                         - greatest(s.excess_gpu_seconds, coalesce(u.gpu_excess, 0)))
+                      / s.charged_gpu_seconds AS DECIMAL(38, 6))
+            ELSE 0 END AS charged_slurm_gpu_seconds,
+        CAST(s.capacity_gpus * 3600 AS DECIMAL(38, 6)) AS capacity_gpu_seconds,
+        coalesce(i.invoiced_gpu_seconds, 0) AS invoiced_gpu_seconds,
+        coalesce(u.unknown_holder_busy, 0) AS unknown_holder_busy,
+        coalesce(u.unlabelled_busy, 0) AS unlabelled_busy,
+        u.unclaimed_gpu_uuids,
+        u.unclaimed_hints,
+        u.unclaimed_busy / nullif(u.unclaimed_seconds, 0) AS unclaimed_busy_share,
+        greatest(s.covered_gpu_seconds - coalesce(m.measured_gpu_seconds, 0), 0)
+            AS unmeasured_held
+    FROM swept AS s
+    LEFT JOIN invoiced AS i USING (node, hour)
+    LEFT JOIN by_reading AS u USING (node, hour)
+    LEFT JOIN measured AS m USING (node, hour)
+),
+
+free AS (
+    SELECT
+        *,
+        capacity_gpu_seconds - charged_gpu_seconds - conflict_gpu_seconds
+            - infrastructure_gpu_seconds AS free_gpu_seconds
+    FROM joined
+),
+
+final AS (
+    SELECT
+        *,
+        greatest(least(free_gpu_seconds, unknown_holder_busy
+                       + greatest(unlabelled_busy - unmeasured_held, 0)), 0)
+            AS unaccounted_gpu_seconds
+    FROM free
+)
+
+SELECT
+    hour,
+    CAST(hour AS DATE) AS day,
+    cluster,
+    node,
+    pool,
+    gpu_model,
+    capacity_gpus,
+    capacity_gpu_seconds,
+    charged_gpu_seconds,
+    charged_slurm_gpu_seconds,
+    charged_gpu_seconds - charged_slurm_gpu_seconds AS charged_kubernetes_gpu_seconds,
+    conflict_gpu_seconds,
+    infrastructure_gpu_seconds,
+    unaccounted_gpu_seconds,
+    free_gpu_seconds - unaccounted_gpu_seconds AS idle_gpu_seconds,
+    held_gpu_seconds,
+    excess_gpu_seconds,
+    invoiced_gpu_seconds,
+    unknown_holder_busy AS unknown_holder_busy_gpu_seconds,
+    CASE WHEN unaccounted_gpu_seconds > 0 THEN unclaimed_gpu_uuids END AS unaccounted_gpu_uuids,
+    CASE WHEN unaccounted_gpu_seconds > 0 THEN CAST(unclaimed_busy_share AS DOUBLE) END
+        AS unaccounted_busy_share,
+    CASE WHEN unaccounted_gpu_seconds > 0 THEN unclaimed_hints END AS unaccounted_hints,
+    cross_scheduler_segments > 0 AS cross_scheduler
+FROM final

@@ -1,0 +1,112 @@
+-- node_holding_segments
+-- Grain: one row per (node, segment) of [$from_ts, $to_ts): a stretch inside one UTC hour during
+--   which no holder of the node's GPUs started or ended (an event sweep over allocation starts
+--   and ends plus the hour bounds, O(n log n); no pairwise join). Every node of the physical
+--   inventory and every node holding allocations has segments covering the whole range.
+-- Parameters: $from_ts, $to_ts (TIMESTAMP at UTC hours). Reads nodes, node_gpu_slices,
+--   allocations and the temp view slurm_agent_pods (models/build.py create_staging_view).
+-- capacity_gpus: the node's physical GPUs (a MIG node's GPUs, not its instances: node_gpu_slices,
+--   as node_overcommit.sql); 0 for a node holding allocations that the inventory lacks. A Slurm
+--   node name that is a Slinky slurmd pod's on another (Kubernetes) node is not a node of its
+--   own: its GPUs are that node's (slurm_agent_pods.sql), so they are counted once.
+-- slurm_gpus / kubernetes_gpus: the physical GPUs the charged holders of each domain hold in the
+--   segment (each allocations row at its own rate physical_gpu_seconds / seconds: whole GPUs,
+--   MIG instances as their fraction, time-shared units as their average share of the row);
+--   agent_gpus: GPUs held by Slinky slurmd pods (Slurm's own agent: not charged).
+WITH agent_names AS (
+    SELECT DISTINCT node, unnest(slurm_node_names) AS name FROM slurm_agent_pods
+),
+
+capacity AS (
+    SELECT
+        n.node,
+        any_value(n.cluster) AS cluster,
+        any_value(n.pool) AS pool,
+        any_value(n.gpu_model) AS gpu_model,
+        coalesce(any_value(m.physical_gpus), max(n.gpu_count)) AS capacity_gpus
+    FROM nodes AS n
+    LEFT JOIN (SELECT node, max(physical_gpus) AS physical_gpus FROM node_gpu_slices
+               WHERE sharing = 'mig' AND valid_to IS NULL GROUP BY node) AS m USING (node)
+    WHERE n.node NOT IN (SELECT name FROM agent_names WHERE name <> node)
+    GROUP BY n.node
+),
+
+holders AS (
+    SELECT
+        node, cluster, pool, gpu_model, domain, FALSE AS agent,
+        greatest(start_ts, $from_ts) AS start_ts,
+        least(end_ts, $to_ts) AS end_ts,
+        CAST(physical_gpu_seconds AS DOUBLE) / date_diff('second', start_ts, end_ts) AS rate
+    FROM allocations
+    WHERE start_ts < $to_ts AND end_ts > $from_ts AND date_diff('second', start_ts, end_ts) > 0
+    UNION ALL
+    SELECT
+        node, cluster, NULL, NULL, 'kubernetes', TRUE,
+        greatest(start_ts, $from_ts), least(end_ts, $to_ts), CAST(gpus AS DOUBLE)
+    FROM slurm_agent_pods
+    WHERE start_ts < $to_ts AND end_ts > $from_ts AND coalesce(sharing, '') = ''
+),
+
+node_list AS (
+    SELECT node, cluster, pool, gpu_model, capacity_gpus FROM capacity
+    UNION ALL
+    SELECT node, any_value(cluster), any_value(pool), any_value(gpu_model), 0
+    FROM holders
+    WHERE node NOT IN (SELECT node FROM capacity)
+    GROUP BY node
+),
+
+events AS (
+    SELECT node, ts, sum(d_slurm) AS d_slurm, sum(d_kubernetes) AS d_kubernetes,
+           sum(d_agent) AS d_agent
+    FROM (
+        SELECT node, start_ts AS ts,
+            CASE WHEN NOT agent AND domain = 'slurm' THEN rate ELSE 0 END AS d_slurm,
+            CASE WHEN NOT agent AND domain = 'kubernetes' THEN rate ELSE 0 END AS d_kubernetes,
+            CASE WHEN agent THEN rate ELSE 0 END AS d_agent
+        FROM holders
+        UNION ALL
+        SELECT node, end_ts,
+            CASE WHEN NOT agent AND domain = 'slurm' THEN -rate ELSE 0 END,
+            CASE WHEN NOT agent AND domain = 'kubernetes' THEN -rate ELSE 0 END,
+            CASE WHEN agent THEN -rate ELSE 0 END
+        FROM holders
+        UNION ALL
+        -- every hour bound (and the range's end) of every node: segments stay inside an hour
+        SELECT node, unnest(generate_series(CAST($from_ts AS TIMESTAMP),
+                                            CAST($to_ts AS TIMESTAMP), INTERVAL 1 HOUR)),
+               0, 0, 0
+        FROM node_list
+    )
+    GROUP BY node, ts
+),
+
+steps AS (
+    SELECT
+        node,
+        ts,
+        lead(ts) OVER (PARTITION BY node ORDER BY ts) AS next_ts,
+        -- shares are fractions: a running sum of doubles is rounded back to whole billionths
+        greatest(round(sum(d_slurm) OVER (PARTITION BY node ORDER BY ts), 9), 0) AS slurm_gpus,
+        greatest(round(sum(d_kubernetes) OVER (PARTITION BY node ORDER BY ts), 9), 0)
+            AS kubernetes_gpus,
+        greatest(round(sum(d_agent) OVER (PARTITION BY node ORDER BY ts), 9), 0) AS agent_gpus
+    FROM events
+)
+
+SELECT
+    s.node,
+    l.cluster,
+    l.pool,
+    l.gpu_model,
+    l.capacity_gpus,
+    date_trunc('hour', s.ts) AS hour,
+    s.ts AS from_ts,
+    s.next_ts AS to_ts,
+    epoch(s.next_ts - s.ts) AS seconds,
+    s.slurm_gpus,
+    s.kubernetes_gpus,
+    s.agent_gpus
+FROM steps AS s
+INNER JOIN node_list AS l USING (node)
+WHERE s.next_ts IS NOT NULL AND s.ts >= $from_ts AND s.next_ts <= $to_ts
