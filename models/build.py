@@ -44,6 +44,10 @@ def create_staging_view(con: duckdb.DuckDBPyConnection) -> None:
     # Slinky slurmd pods: both staging models read them (Slurm nodes placed on their pods'
     # Kubernetes nodes; the pods themselves not charged)
     con.execute(f"CREATE OR REPLACE TEMP VIEW slurm_agent_pods AS {load_sql('slurm_agent_pods')}")
+    # the Slurm node names that are such a pod's on another node: no capacity of their own
+    con.execute("CREATE OR REPLACE TEMP TABLE slinky_slurm_names AS SELECT DISTINCT name FROM "
+                "(SELECT node, unnest(slurm_node_names) AS name FROM slurm_agent_pods) "
+                "WHERE name <> node")
     union = "\nUNION ALL BY NAME\n".join(f"({load_sql(name)})" for name in STAGING_MODELS)
     con.execute(f"CREATE OR REPLACE TEMP VIEW stg_allocations AS {union}")
 
@@ -152,6 +156,7 @@ def _build_usage_days(con: duckdb.DuckDBPyConnection, first_day: date, last_day:
                       engine: Engine) -> int:  # fmt: skip
     """One pass of :func:`build_gpu_usage_hourly` over ``first_day`` .. ``last_day``."""
     end_day = last_day + timedelta(days=1)
+    create_staging_view(con)  # slinky_slurm_names, which node_usage_hourly reads
     try:
         create_usage_matches(con, first_day, last_day, engine)
         with transaction(con):

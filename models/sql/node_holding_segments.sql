@@ -4,7 +4,8 @@
 --   and ends plus the hour bounds, O(n log n); no pairwise join). Every node of the physical
 --   inventory and every node holding allocations has segments covering the whole range.
 -- Parameters: $from_ts, $to_ts (TIMESTAMP at UTC hours). Reads nodes, node_gpu_slices,
---   allocations and the temp view slurm_agent_pods (models/build.py create_staging_view).
+--   allocations, the temp view slurm_agent_pods and the temp table slinky_slurm_names
+--   (models/build.py create_staging_view).
 -- capacity_gpus: the node's physical GPUs (a MIG node's GPUs, not its instances: node_gpu_slices,
 --   as node_overcommit.sql); 0 for a node holding allocations that the inventory lacks. A Slurm
 --   node name that is a Slinky slurmd pod's on another (Kubernetes) node is not a node of its
@@ -13,11 +14,7 @@
 --   segment (each allocations row at its own rate physical_gpu_seconds / seconds: whole GPUs,
 --   MIG instances as their fraction, time-shared units as their average share of the row);
 --   agent_gpus: GPUs held by Slinky slurmd pods (Slurm's own agent: not charged).
-WITH agent_names AS (
-    SELECT DISTINCT node, unnest(slurm_node_names) AS name FROM slurm_agent_pods
-),
-
-capacity AS (
+WITH capacity AS (
     SELECT
         n.node,
         any_value(n.cluster) AS cluster,
@@ -27,22 +24,25 @@ capacity AS (
     FROM nodes AS n
     LEFT JOIN (SELECT node, max(physical_gpus) AS physical_gpus FROM node_gpu_slices
                WHERE sharing = 'mig' AND valid_to IS NULL GROUP BY node) AS m USING (node)
-    WHERE n.node NOT IN (SELECT name FROM agent_names WHERE name <> node)
+    WHERE n.node NOT IN (SELECT name FROM slinky_slurm_names)
     GROUP BY n.node
 ),
 
 holders AS (
+    -- times cut to the second as the ledger counts them (gpu_seconds = gpus x date_diff of
+    -- second boundaries), so the sweep holds exactly what the rows charge
     SELECT
         node, cluster, pool, gpu_model, domain, FALSE AS agent,
-        greatest(start_ts, $from_ts) AS start_ts,
-        least(end_ts, $to_ts) AS end_ts,
+        greatest(date_trunc('second', start_ts), $from_ts) AS start_ts,
+        least(date_trunc('second', end_ts), $to_ts) AS end_ts,
         CAST(physical_gpu_seconds AS DOUBLE) / date_diff('second', start_ts, end_ts) AS rate
     FROM allocations
     WHERE start_ts < $to_ts AND end_ts > $from_ts AND date_diff('second', start_ts, end_ts) > 0
     UNION ALL
     SELECT
         node, cluster, NULL, NULL, 'kubernetes', TRUE,
-        greatest(start_ts, $from_ts), least(end_ts, $to_ts), CAST(gpus AS DOUBLE)
+        greatest(date_trunc('second', start_ts), $from_ts),
+        least(date_trunc('second', end_ts), $to_ts), CAST(gpus AS DOUBLE)
     FROM slurm_agent_pods
     WHERE start_ts < $to_ts AND end_ts > $from_ts AND coalesce(sharing, '') = ''
 ),

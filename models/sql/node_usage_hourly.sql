@@ -2,7 +2,8 @@
 -- Grain: one row per (UTC hour, node) for every hour of the days [$first_day, $end_day) and
 --   every node of the GPU inventory (nodes), plus any node that holds allocations but is missing
 --   from the inventory (capacity 0, so it shows as over-allocated).
--- Parameters: $first_day, $end_day (DATE, half-open). Reads nodes, allocation_usage_hourly
+-- Parameters: $first_day, $end_day (DATE, half-open). Reads nodes, slinky_slurm_names,
+--   allocation_usage_hourly
 --   (already rebuilt for those days) and the temp table usage_samples
 --   (gpu_usage_hourly_samples.sql).
 -- capacity_gpu_seconds = the inventory's GPU count x 3600: the inventory covers both schedulers'
@@ -14,6 +15,8 @@
 --   held them (a GPU-reading with two holders counts once, at its highest busy fraction); not
 --   limited to allocations, so busy on an unallocated GPU shows here. Exact decimal sums.
 WITH inventory AS (
+    -- a Slurm node name that is a Slinky slurmd pod's is that pod's Kubernetes node's GPUs, not
+    -- more capacity (the temp table slinky_slurm_names, models/build.py)
     SELECT
         node,
         any_value(cluster) AS cluster,
@@ -21,6 +24,7 @@ WITH inventory AS (
         any_value(gpu_model) AS gpu_model,
         max(gpu_count) AS capacity_gpus
     FROM nodes
+    WHERE node NOT IN (SELECT name FROM slinky_slurm_names)
     GROUP BY node
 ),
 

@@ -168,6 +168,9 @@ def test_a_slinky_node_is_charged_once_through_the_jobs_inside(con, mode, slurm_
     assert day["infrastructure"] == 8 * 24 - (4 * 8 + 2 * 12)
     assert day["idle"] == day["conflict"] == day["unaccounted"] == day["kubernetes"] == 0
     assert _breaks(con) == []
+    # the Utilization page's capacity counts the node's 8 GPUs once too
+    assert con.execute("SELECT sum(capacity_gpu_seconds) / 3600, sum(allocated_gpu_seconds) "
+                       "/ 3600 FROM node_usage_hourly").fetchone() == (8 * 24, 56)
 
 
 def test_without_slinky_recognition_the_node_would_be_charged_twice(con):
@@ -248,3 +251,16 @@ def test_a_charged_node_missing_from_the_inventory_breaks_conservation(con):
     _build(con)
     assert {(r[1], r[2]) for r in _breaks(con)} == {("ghost", "no_inventory")}
 
+
+
+def test_fractional_second_ends_are_held_as_the_ledger_counts_them(con):
+    # kube_pod_*_time may carry fractions; the ledger counts second boundaries crossed
+    _node(con, "n1", gpus=2)
+    _pod(con, "p1", 1, _at(1) + timedelta(milliseconds=600), _at(2, 30) + timedelta(
+        milliseconds=300), node="n1")
+    _build(con)
+    [[charged]] = con.execute("SELECT sum(gpu_seconds) FROM allocations").fetchall()
+    assert charged == 5400  # 01:00:00.6 .. 02:30:00.3 crosses 5,400 second boundaries
+    day = _day(con)
+    assert day["invoiced"] == day["charged"] == 1.5
+    assert _breaks(con) == []

@@ -88,3 +88,32 @@ def test_the_idle_thresholds_are_run_config(tmp_path: Path):
     _ledger(db)
     assert _materialize(db, idle_min_minutes=60.0).success
     assert [r[2] for r in _rows(db)] == ["double_scheduled"]
+
+
+def test_busy_gpus_without_a_holder_are_an_unaccounted_use_finding_in_dagster(tmp_path: Path):
+    from models.build import build_allocations, build_gpu_usage_hourly
+
+    db = tmp_path / "ledger.duckdb"
+    with duckdb.connect(str(db)) as con:
+        ensure_schema(con)
+        con.executemany("INSERT INTO nodes (cluster, node, gpu_model, gpu_count, gpu_index, "
+                        "gpu_uuid) VALUES ('c', 'n1', 'a100', 2, ?, ?)",
+                        [(i, f"GPU-n1-{i}") for i in range(2)])
+        # a pod the ledger never charged (its GPU came from a claim it did not read) keeps GPU 0
+        # busy for an hour; dcgm-exporter names it
+        con.executemany("INSERT INTO gpu_utilization (cluster, gpu_uuid, node, bucket_start, "
+                        "busy_fraction, samples, namespace, pod) VALUES ('c', 'GPU-n1-0', 'n1', "
+                        "?, 0.6, 1, 'ml', 'claimed-pod')",
+                        [(_at(3) + timedelta(minutes=m),) for m in range(60)])
+        day = _at(0).date()
+        build_allocations(con, day, day)
+        build_gpu_usage_hourly(con, day, day)
+    result = _materialize(db)
+    assert result.success
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    found = checks["no_unaccounted_use"]
+    assert not found.passed
+    assert found.metadata["incidents"].value == 1
+    assert found.metadata["gpu_hours"].value == 1.0
+    assert "pod ml/claimed-pod" in found.metadata["sample"].value
+    assert checks["every_gpu_second_accounted_once"].passed
