@@ -40,6 +40,7 @@ EXIT_USAGE = 2
 BUILD_CHUNK_DAYS = 7
 # commands that load sources: the configured node aliases are put in the ledger first
 WRITING_COMMANDS = frozenset({"import-sacct", "import-scontrol", "import-workloads",
+                              "import-pod-groups",
                               "import-identity", "load", "load-world", "ingest",
                               "import-nodes", "import-reference"})
 # the Kubernetes day loop (one for `load`, `ingest kubernetes` and Dagster's callers)
@@ -99,6 +100,13 @@ def cmd_import_reference(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_import_workloads(args: argparse.Namespace, settings: Settings) -> int:
     return _with_ledger(settings, _load_workloads(settings), Path(args.file))
+
+
+def cmd_import_pod_groups(args: argparse.Namespace, settings: Settings) -> int:
+    from gpuledger import pod_groups
+
+    return _with_ledger(settings, functools.partial(pod_groups.import_pod_groups,
+                                                    cluster=args.cluster or ""), Path(args.file))
 
 
 def _load_workloads(settings: Settings) -> Callable[..., service.LoadResult]:
@@ -222,6 +230,7 @@ def cmd_ingest_kubernetes(args: argparse.Namespace, settings: Settings) -> int:
                 scrape_interval=timedelta(seconds=interval) if interval else None,
                 workloads=cli_sources.workload_snapshot(args, settings, c),
                 gpu_resources=settings.gpu_resources, sharing=settings.sharing,
+                dra=cli_sources.dra_setup(args, settings, c),
             )
     with connect(settings.db) as con:
         publish_snapshot(con, settings.db)
@@ -245,6 +254,7 @@ def _ingest_kubernetes_flags(args: argparse.Namespace, settings: Settings, start
         lookback=timedelta(minutes=minutes), scrape_interval=interval,
         workloads=cli_sources.workload_snapshot(args, settings),
         gpu_resources=settings.gpu_resources, sharing=settings.sharing,
+        dra=cli_sources.dra_setup(args, settings),
     )
 
 
@@ -378,6 +388,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.set_defaults(handler=cmd_import_workloads)
 
+    p = sub.add_parser("import-pod-groups", help="load a kubectl snapshot (JSON) of the "
+                       "scheduler's Workload/PodGroup objects (gang sizes)")
+    p.add_argument("file", help="the file, or a folder of time-named files")
+    p.add_argument("--cluster", help="the cluster the objects belong to (default: none)")
+    p.set_defaults(handler=cmd_import_pod_groups)
+
     p = sub.add_parser("import-identity", help="load the identity map CSV")
     p.add_argument("file")
     p.set_defaults(handler=cmd_import_identity)
@@ -443,6 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--kube-context", help="kubeconfig context to use with --kubeconfig")
     q.add_argument("--workloads", metavar="FILE", help="also load a kubectl Workload snapshot "
                    "(kubectl get workloads.kueue.x-k8s.io -A -o json)")
+    q.add_argument("--resource-claims", metavar="FILE", help="DRA ResourceClaims: a kubectl "
+                   "get resourceclaims[,pods] -A -o json file, or a folder of time-named ones "
+                   "(default: the cluster's [dra] table; docs/kubernetes.md \"DRA\")")
     q.add_argument("--lookback-minutes", type=float,
                    help="samples read before each day (Kueue counter baselines, at least two "
                    "scrape intervals; default: the site's lookback_minutes, else 60)")

@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
+from connectors.kubernetes.dra_claims import DEFAULT_DRA_NAMES
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import MetricsSource, PrometheusConfig, PrometheusHttpSource
 from connectors.kubernetes.workload_api import fetch_workload_snapshot
@@ -15,6 +16,7 @@ from connectors.slurm.commands import CommandRunner
 from connectors.slurm.sanity import SanityLimits
 from gpuledger import site_sources, slurm_ingest
 from gpuledger.config import Settings
+from gpuledger.k8s_dra import DraSetup, read_fresh
 from gpuledger.site import ClusterSite, Site
 
 # label, runner, sanity limits, lookback hours, sreport too
@@ -134,3 +136,24 @@ def workload_snapshot(args: argparse.Namespace, settings: Settings,
     path = fetch_workload_snapshot(Path(str(kubeconfig)), dest, context=context)
     print(f"fetched Kueue Workloads from the API into {path}", file=sys.stderr)
     return path
+
+
+def dra_setup(args: argparse.Namespace, settings: Settings,
+              cluster: ClusterSite | None = None) -> DraSetup:
+    """The site's DRA drivers and device classes, and the ResourceClaims read once for the
+    ingest: ``--resource-claims`` (a file or a folder), else the cluster's ``[dra]`` table (the
+    API through its kubeconfig, or its snapshot); gpuledger/k8s_dra.py."""
+    names = settings.site.dra.names if settings.site is not None else DEFAULT_DRA_NAMES
+    given = getattr(args, "resource_claims", None)
+    if given:
+        return DraSetup(names, read_fresh(snapshot=Path(given)))
+    dra = cluster.dra if cluster is not None else None
+    if dra is None:
+        return DraSetup(names)
+    fresh = read_fresh(kubeconfig=dra.kubeconfig, context=dra.context, namespace=dra.namespace,
+                       timeout_s=dra.timeout_s, snapshot=dra.snapshot)
+    print(f"ResourceClaims: {fresh.devices['claim_uid'].n_unique()} claims with "
+          f"{fresh.devices.height} devices read ({len(fresh.rejects)} items rejected)",
+          file=sys.stderr)
+    return DraSetup(names, fresh)
+

@@ -58,6 +58,7 @@ from connectors.kubernetes.prometheus import MetricsSource
 from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
 from connectors.slurm.sanity import DEFAULT_MAX_GPUS_PER_NODE
 from gpuledger.k8s_dcgm_stream import SpilledFrames
+from gpuledger.k8s_dra import store_claims
 from gpuledger.k8s_window_read import (
     DEFAULT_LOOKBACK,
     WindowRead,
@@ -87,7 +88,7 @@ POD_ENTITY = ("uid", "gpu_resource")
 POD_SAME = ("namespace", "pod", "node", "gpus", "sharing", "slice_profile")
 # the last non-null in time order; start_source stays the first piece's (coalesce_intervals)
 POD_ATTRIBUTES = ("service_account", "labels", "queue_name", "owner_kind", "owner_name",
-                  "cluster_queue", "end_source")
+                  "cluster_queue", "end_source", "dra_claims", "dra_devices")
 NODE_ENTITY = ("node",)
 NODE_SAME = ("capacity_gpus", "allocatable_gpus", "unschedulable")
 
@@ -198,6 +199,7 @@ def write_kubernetes_window(
             attributes=POD_ATTRIBUTES,
         )
         store_phases(con, read.phases, cluster)
+        store_claims(con, read.claims, cluster)  # DRA ResourceClaims read for the window
         replace_window_intervals(
             con, schema.K8S_NODE_CAPACITY_PIECES, schema.K8S_NODE_CAPACITY, read.capacity,
             cluster=cluster, start=start, end=end, entity=NODE_ENTITY, same=NODE_SAME,

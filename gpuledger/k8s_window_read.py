@@ -24,6 +24,9 @@ import polars as pl
 from connectors.errors import Reject
 from connectors.gpu_sharing import DEFAULT_NAMES, WHOLE_GPU_RESOURCE, SharingNames
 from connectors.kubernetes.dcgm import gpu_busy_seconds_daily, gpu_utilization
+from connectors.kubernetes.dcgm_dra import dra_series
+from connectors.kubernetes.dra_claims import ClaimRead
+from connectors.kubernetes.dra_pods import dra_pod_allocations
 from connectors.kubernetes.ksm import (
     GPU_RESOURCE,
     KUEUE_QUEUE_LABELS,
@@ -49,6 +52,7 @@ from gpuledger.k8s_dcgm_stream import (
     dcgm_groups,
     read_dcgm_grouped,
 )
+from gpuledger.k8s_dra import DraInput, busy_gpu_warnings, fix_no_pod_note
 from gpuledger.k8s_ksm_stream import (
     DEFAULT_PODS_PER_GROUP,
     node_gpu_capacity_grouped,
@@ -193,6 +197,8 @@ class WindowRead:
     # gangs from pods alone (ksm_gangs.py): Job sizes and the GPU pods waiting without a node
     job_specs: pl.DataFrame = field(default_factory=lambda: empty(JOB_SPEC_SCHEMA))
     pending_pods: pl.DataFrame = field(default_factory=lambda: empty(PENDING_POD_SCHEMA))
+    # ResourceClaims read for this window (stored with it: gpuledger/k8s_dra.py)
+    claims: ClaimRead = field(default_factory=ClaimRead)
 
 
 class WindowReadOptions(TypedDict, total=False):
@@ -205,6 +211,7 @@ class WindowReadOptions(TypedDict, total=False):
     gpus_per_group: int | None
     pods_per_group: int
     nodes_per_group: int | None
+    dra: DraInput | None
 
 
 def read_kubernetes_window(
@@ -219,6 +226,7 @@ def read_kubernetes_window(
     gpus_per_group: int | None = DEFAULT_GPUS_PER_GROUP,
     pods_per_group: int = DEFAULT_PODS_PER_GROUP,
     nodes_per_group: int | None = None,
+    dra: DraInput | None = None,
 ) -> WindowRead:
     """Every read of one window (no writes). Raises whatever the source raises; a source with
     a ``window_budget`` (PrometheusHttpSource) bounds the whole read by it.
@@ -227,7 +235,9 @@ def read_kubernetes_window(
     (gpuledger/k8s_dcgm_stream.py: the same rows, bounded memory); ``None`` reads them whole
     (the former path, kept as the benchmark's baseline and the equivalence tests' reference),
     and kube-state-metrics GPU pods then also whole. Streamed, the GPU pods are read about
-    `pods_per_group` at a time (gpuledger/k8s_ksm_stream.py)."""
+    `pods_per_group` at a time (gpuledger/k8s_ksm_stream.py). `dra`: the ResourceClaims and
+    the site's GPU drivers and classes for the DRA pods (gpuledger/k8s_dra.py; default: none
+    read, kube-state-metrics' and dcgm-exporter's DRA labels only)."""
     start, end = check_window(start, end, lookback)
     if (gpus_per_group is not None and gpus_per_group < 1) or pods_per_group < 1:
         msg = ("expected at least 1 GPU (or None) and 1 pod per group, found "
@@ -237,7 +247,7 @@ def read_kubernetes_window(
     with _quiet_connector_log(), (budget() if callable(budget) else nullcontext()):
         return _read_window(source, start, end, lookback, scrape_interval,
                             tuple(gpu_resources), sharing, gpus_per_group, pods_per_group,
-                            nodes_per_group or NODES_PER_GROUP)
+                            nodes_per_group or NODES_PER_GROUP, dra or DraInput())
 
 
 
@@ -259,7 +269,7 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
                  sharing: SharingNames = DEFAULT_NAMES,
                  gpus_per_group: int | None = None,
                  pods_per_group: int = DEFAULT_PODS_PER_GROUP,
-                 nodes_per_group: int = 64) -> WindowRead:
+                 nodes_per_group: int = 64, dra: DraInput | None = None) -> WindowRead:
     memo = _MemoSource(source)
     # streamed: no read is kept past its reader (none repeats); whole: the former memo
     ksm: MetricsSource = memo if gpus_per_group is None else source
@@ -297,6 +307,25 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
                                            notes=ksm_notes, rejects=sink,
                                            pods_per_group=pods_per_group)
     warnings += [("ksm", n) for n in dict.fromkeys(ksm_notes)]
+    # pods holding GPUs through DRA ResourceClaims (connectors/kubernetes/dra_pods.py)
+    dra = dra or DraInput()
+    d0 = floor_to(start, timedelta(days=1))
+    d1 = ceil_to(end, timedelta(days=1))
+    dra_notes: list[str] = []
+    dra_read = dra_pod_allocations(ksm, start, end, claims=dra.claims,
+                                   dcgm=dra_series(source, d0, d1), names=dra.names,
+                                   scrape_interval=interval, notes=dra_notes, rejects=sink)
+    if dra_read.pods.height:
+        # an extended-resource claim for a resource kube-state-metrics shows (nvidia.com/gpu
+        # mapped to a device class) is the same GPUs as the pod's request: charged once
+        twice = set(pods["uid"].to_list()) & dra_read.extended_uids
+        if twice:
+            dra_notes.append(f"DRA: {len(twice)} pod(s) request GPUs through an extended "
+                             "resource that kube-state-metrics shows and a claim made for it: "
+                             "charged once, from the request")
+        pods = pl.concat([pods, dra_read.pods.filter(~pl.col("uid").is_in(list(twice)))],
+                         how="diagonal_relaxed")
+    warnings += [("dra", n) for n in dict.fromkeys(dra_notes)]
     warnings += [("ksm", n) for n in queue_label_warnings(pods)]
     uids = pods["uid"].drop_nulls().unique().sort().to_list()
     phases = _terminal_phases(ksm, uids, start, end + lookback,
@@ -309,8 +338,6 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
     # counted in nvidia_com_gpu as the capacity is: MIG instances of the mixed strategy and
     # renamed replicas are other devices, never a whole node's GPUs
     whole = pods.filter(pl.col("gpu_resource") == WHOLE_GPU_RESOURCE)
-    d0 = floor_to(start, timedelta(days=1))
-    d1 = ceil_to(end, timedelta(days=1))
     groups = dcgm_groups(source, d0, d1, gpus_per_group) if gpus_per_group else []
     utilization: pl.DataFrame | SpilledFrames
     if groups:
@@ -324,6 +351,11 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
         busy, busy_warn = gpu_busy_seconds_daily(memo, d0, d1, scrape_interval=None)
         memo.clear()
     warnings += [("dcgm", w) for w in dict.fromkeys([*util_warn, *busy_warn])]
+    # busy GPUs that no pod and no Slurm job holds (gpuledger/k8s_dra.py)
+    parts = utilization.frames() if isinstance(utilization, SpilledFrames) else [utilization]
+    unheld, any_busy = busy_gpu_warnings(pods, parts, start, end, dra_read.claim_nodes)
+    warnings += [("dcgm", w) for w in unheld]
+    warnings = fix_no_pod_note(warnings, dra_read.pods["uid"].n_unique(), any_busy)
 
     # whole UTC days: the gauge readers let a read's last sample stand only up to the read's
     # end, so reads cut elsewhere than at midnight would give other workload_seconds
@@ -343,7 +375,7 @@ def _read_window(source: MetricsSource, start: datetime, end: datetime, lookback
     line_rejects = list(getattr(source, "rejects", None) or [])
     return WindowRead(pods, phases, capacity, utilization, busy, kueue, warnings, interval,
                  (u0, u1), (d0.date(), (d1 - timedelta(days=1)).date()), (k0, k1),
-                 rejects, line_rejects, specs, pending)
+                 rejects, line_rejects, specs, pending, dra.fresh)
 
 
 def check_window(start: datetime, end: datetime, lookback: timedelta) -> tuple[datetime, datetime]:

@@ -27,6 +27,9 @@ from models.lake_changes import delete_marked
 from models.runner import replace_rows
 
 _US = 1_000_000
+#: kept as the earliest non-null of the merged pieces: a pod's first Running scrape (a piece of a
+#: window that saw the pod only Pending, or Running since before the window, has none)
+EARLIEST = ("first_running_ts",)
 
 
 def with_gpu_seconds(frame: pl.DataFrame) -> pl.DataFrame:
@@ -56,7 +59,8 @@ def coalesce_intervals(
     """Merge intervals of the same entity that touch or overlap and agree on `same`.
 
     ``samples`` are added up, ``start_ts``/``end_ts`` span the merged pieces, `attributes` are
-    the last non-null value in time order, ``scrape_interval_s`` the last one.
+    the last non-null value in time order, ``scrape_interval_s`` the last one, ``EARLIEST``
+    columns the earliest value, every other column the first piece's (``start_source``).
     """
     entity, same, attributes = list(entity), list(same), list(attributes)
     if pieces.height == 0:
@@ -67,9 +71,11 @@ def coalesce_intervals(
     for c in same:
         brk = brk | pl.col(c).ne_missing(pl.col(c).shift(1).over(entity))
     s = s.with_columns(_run=brk.cum_sum())
-    keep = [c for c in s.columns if c not in {*entity, *same, *attributes, "start_ts", "end_ts",
-                                              "samples", "scrape_interval_s", "gpu_seconds",
-                                              "_run"}]
+    earliest = [c for c in EARLIEST if c in s.columns and c not in {*entity, *same,
+                                                                    *attributes}]
+    keep = [c for c in s.columns if c not in {*entity, *same, *attributes, *earliest, "start_ts",
+                                              "end_ts", "samples", "scrape_interval_s",
+                                              "gpu_seconds", "_run"}]
     merged = s.group_by("_run", maintain_order=True).agg(
         *[pl.col(c).first() for c in (*entity, *same, *keep)],
         pl.col("start_ts").min(),
@@ -77,6 +83,7 @@ def coalesce_intervals(
         pl.col("samples").sum(),
         pl.col("scrape_interval_s").drop_nulls().last(),
         *[pl.col(c).drop_nulls().last() for c in attributes],
+        *[pl.col(c).min() for c in earliest],
     ).drop("_run")
     return merged
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from connectors.gpu_sharing import SharingNames
 from gpuledger.config import DEFAULT_CONFIG, DEFAULT_GPU_RESOURCES
+from gpuledger.site_dra import DraClusterSite, DraSite, parse_cluster_dra, parse_dra
 from gpuledger.site_engine import EngineSite, parse_engine
 
 if TYPE_CHECKING:
@@ -91,6 +92,9 @@ class KueueSite:
     every_minutes: float = 5.0  # the Workload history sensor's interval
     timeout_s: float = 30.0
     snapshot: Path | None = None
+    # the scheduler's gang objects (Workload API, coscheduling PodGroups): a kubectl JSON file
+    # or a folder of time-named ones; without it they are listed through the kubeconfig
+    pod_groups: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,8 @@ class ClusterSite:
     kueue: KueueSite | None = None
     # raw node name as a source prints it -> canonical name (gpuledger/nodenames.py)
     node_aliases: dict[str, str] = field(default_factory=dict)
+    # [dra]: where the cluster's DRA ResourceClaims come from (gpuledger/site_dra.py)
+    dra: DraClusterSite | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +168,8 @@ class Site:
     focus: "FocusSite | None" = None
     # [gpuledger.engine] (gpuledger/site_engine.py; docs/spark.md): DuckDB or a Spark cluster
     engine: EngineSite = field(default_factory=EngineSite)
+    # [gpuledger.dra] (gpuledger/site_dra.py): the DRA drivers and device classes that are GPUs
+    dra: DraSite = field(default_factory=DraSite)
 
     def cluster(self, name: str) -> ClusterSite:
         for c in self.clusters:
@@ -343,6 +351,7 @@ def _kueue(t: _Table) -> KueueSite:
         namespace=t.text("namespace"),
         every_minutes=t.number("every_minutes", 5.0, minimum=0.5),
         timeout_s=t.number("timeout_s", 30.0, minimum=1.0), snapshot=t.file("snapshot"),
+        pod_groups=t.file("pod_groups"),
     )
     if site.kubeconfig is None and site.snapshot is None:
         t.fail("kubeconfig", "kubeconfig (API access) or snapshot (a kubectl JSON file)", None)
@@ -353,13 +362,14 @@ def _kueue(t: _Table) -> KueueSite:
 def _cluster(name: str, t: _Table) -> ClusterSite:
     if not name or set(name) - CLUSTER_NAME_CHARS:
         t.fail("", "a cluster name of letters, digits, '-', '_' and '.'", name)
-    parts = {key: t.sub(key) for key in ("slurm", "prometheus", "kueue")}
+    parts = {key: t.sub(key) for key in ("slurm", "prometheus", "kueue", "dra")}
     cluster = ClusterSite(
         name=name,
         slurm=_slurm(parts["slurm"]) if parts["slurm"] else None,
         prometheus=_prometheus(parts["prometheus"]) if parts["prometheus"] else None,
         kueue=_kueue(parts["kueue"]) if parts["kueue"] else None,
         node_aliases=t.strings("node_aliases", "a table of \"raw name\" = \"canonical name\""),
+        dra=parse_cluster_dra(parts["dra"]) if parts["dra"] else None,
     )
     if not (cluster.slurm or cluster.prometheus or cluster.kueue):
         t.fail("", "at least one source: [slurm], [prometheus] or [kueue]", sorted(t.data))
@@ -547,6 +557,8 @@ def load_site(path: Path | str) -> Site:
         clusters_table.seen.add(name)  # type: ignore[union-attr]
         clusters.append(_cluster(name, _Table(path, f"gpuledger.clusters.{name}",
                                               clusters_table.data[name])))  # type: ignore
+    dra = parse_dra(top.sub("dra"))  # its Kueue deviceClassMappings count as GPU resources
+    resources = [*resources, *dra.gpu_resources()]  # type: ignore[misc]
     site = Site(
         path=path, first_day=first,  # type: ignore[arg-type]
         db=top.file("db") or path.parent / "data" / "gpuledger.duckdb",
@@ -561,6 +573,7 @@ def load_site(path: Path | str) -> Site:
         alerts=_alerts(top.sub("alerts"), top.data.get("schedules")),
         focus=_focus(top.sub("focus"), tuple(clusters)),
         engine=parse_engine(top.sub("engine")),
+        dra=dra,
     )
     top.done()
     return site

@@ -18,11 +18,13 @@ from pathlib import Path
 import duckdb
 
 from connectors.gpu_sharing import DEFAULT_NAMES, SharingNames
+from connectors.kubernetes.dra_claims import ClaimRead
 from connectors.kubernetes.kube_api import snapshot_files
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import MetricsSource
 from gpuledger import k8s_ingest, scontrol_ingest, service, slurm_ingest
 from gpuledger.config import DEFAULT_GPU_RESOURCES
+from gpuledger.k8s_dra import DraSetup, read_fresh
 from gpuledger.progress import Progress
 from gpuledger.site import ClusterSite, Site
 from gpuledger.site_days import openmetrics_last_sample
@@ -40,8 +42,11 @@ def ingest_kubernetes_days(
     workloads: Path | None, indent: str = "", max_warnings: int = 8,
     gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES,
     sharing: SharingNames = DEFAULT_NAMES,
+    dra: DraSetup | None = None,
 ) -> None:
     """Ingest ``[start, end)`` day by day (progress lines on stderr), then the Workloads.
+    `dra`: the site's DRA names and the ResourceClaims read for the run (with the ledger's
+    stored ones, per day: gpuledger/k8s_dra.py).
 
     `ledger` is an open connection, or a function opening one: then each day is read from the
     source with the ledger closed and written in a short transaction (one writer at a time: a
@@ -57,6 +62,7 @@ def ingest_kubernetes_days(
         read = k8s_ingest.read_kubernetes_window(
             source, day_start, day_end, lookback=lookback, scrape_interval=scrape_interval,
             gpu_resources=gpu_resources, sharing=sharing,
+            dra=(dra or DraSetup()).opened_input(opened, cluster, day_start),
         )
         with opened() as con:
             load = k8s_ingest.write_kubernetes_window(con, read, source, day_start, day_end,
@@ -70,6 +76,12 @@ def ingest_kubernetes_days(
             result = k8s_ingest.import_workload_conditions(con, workloads,
                                                            gpu_resources=gpu_resources)
         print(f"{indent}{result.summary()}", file=sys.stderr)
+
+
+def _dra(site: Site, c: ClusterSite) -> DraSetup:
+    """The site's DRA names and the cluster's ResourceClaim snapshot (file mode only)."""
+    snapshot = c.dra.snapshot if c.dra is not None else None
+    return DraSetup(site.dra.names, read_fresh(snapshot=snapshot) if snapshot else ClaimRead())
 
 
 def _say(result: object) -> None:
@@ -121,12 +133,21 @@ def _workloads(con: duckdb.DuckDBPyConnection, snapshot: Path,
     return f"workloads: {len(files)} snapshot(s) from {snapshot}"
 
 
+def _pod_groups(con: duckdb.DuckDBPyConnection, path: Path, cluster: str) -> object:
+    from gpuledger.pod_groups import import_pod_groups
+
+    return import_pod_groups(con, path, cluster=cluster)
+
+
 def _cluster_steps(c: ClusterSite, gpu_resources: tuple[str, ...]) -> list[Step]:
     steps: list[Step] = []
     if c.kueue is not None and c.kueue.snapshot is not None:
         snapshot = c.kueue.snapshot
         steps.append(("workloads", lambda con: _workloads(con, snapshot, gpu_resources,
                                                           c.name)))
+    if c.kueue is not None and c.kueue.pod_groups is not None:
+        groups = c.kueue.pod_groups  # the scheduler's gang objects (gpuledger/pod_groups.py)
+        steps.append(("pod groups", lambda con: _pod_groups(con, groups, c.name)))
     s = c.slurm
     if s is not None and s.mode == "dump" and s.dump is not None:
         limits = slurm_limits(s)
@@ -188,7 +209,7 @@ def load_site_files(site: Site, db: Path, *, clusters: Iterable[str] | None = No
             lambda: connect(db), OpenMetricsFileSource(path), start, end,  # type: ignore[arg-type]
             cluster=c.name, lookback=k8s_ingest.DEFAULT_LOOKBACK, scrape_interval=None,
             workloads=None, indent="  ", max_warnings=2, gpu_resources=resources,
-            sharing=site.sharing,
+            sharing=site.sharing, dra=_dra(site, c),
         )
     for c in chosen:
         for live in _live(c):

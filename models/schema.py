@@ -609,6 +609,12 @@ _POD_INTERVAL_COLUMNS = (
     # the pod's first Running scrape: [start_ts, first_running_ts) is its start-up, admitted
     # and holding its GPUs (image pulls, init containers); NULL: never seen Running
     ("first_running_ts", "TIMESTAMP"),
+    # DRA (gpu_resource 'dra/<device class>[/<MIG profile>|/shared]', docs/kubernetes.md "DRA"):
+    # the pod's ResourceClaims and their devices as text (the evidence); NULL otherwise
+    ("dra_claims", "VARCHAR"),
+    # the DRA devices held, '<pool>/<device>' (a shared claim's pods split each one's seconds:
+    # allocation_shares.sql)
+    ("dra_devices", "VARCHAR[]"),
 )
 
 K8S_POD_ALLOCATION_PIECES = Table(
@@ -663,6 +669,53 @@ K8S_POD_GPUS = Table(
     key=("cluster", "namespace", "pod", "node", "gpu_uuid", "day"),
     doc="Which GPUs dcgm-exporter labelled with a pod, per UTC day: [first, last) 1-minute bucket "
     "with the pod as holder.",
+)
+
+K8S_RESOURCE_CLAIM_DEVICES = Table(
+    "k8s_resource_claim_devices",
+    (
+        ("cluster", "VARCHAR"),
+        ("namespace", "VARCHAR"),
+        ("claim", "VARCHAR"),  # the ResourceClaim's name
+        ("claim_uid", "VARCHAR"),
+        ("request", "VARCHAR"),
+        ("driver", "VARCHAR"),
+        ("pool", "VARCHAR"),  # the node, for node-local drivers (gpu.nvidia.com)
+        ("device", "VARCHAR"),
+        ("device_class", "VARCHAR"),
+        ("mig_profile", "VARCHAR"),
+        ("sharing_strategy", "VARCHAR"),  # GpuConfig sharing.strategy: TimeSlicing, MPS
+        ("share_id", "VARCHAR"),
+        ("extended", "BOOLEAN"),  # made by the scheduler for an extended-resource request
+        ("source", "VARCHAR"),
+        ("first_seen", "TIMESTAMP"),
+        ("last_seen", "TIMESTAMP"),
+    ),
+    key=("cluster", "claim_uid", "request", "pool", "device"),
+    doc="Every device a DRA ResourceClaim was allocated (status.allocation.devices.results, "
+    "from the Kubernetes API or a kubectl snapshot), with the [first, last] observation showing "
+    "it: the claim stays known after its pod and it are deleted (docs/kubernetes.md, \"DRA\").",
+)
+
+K8S_RESOURCE_CLAIM_PODS = Table(
+    "k8s_resource_claim_pods",
+    (
+        ("cluster", "VARCHAR"),
+        ("namespace", "VARCHAR"),
+        ("claim", "VARCHAR"),
+        ("claim_uid", "VARCHAR"),  # '' when only the pod named the claim
+        ("pod", "VARCHAR"),
+        ("pod_uid", "VARCHAR"),
+        # reservedFor, ownerReference, resourceClaims, resourceClaimStatuses,
+        # extendedResourceClaimStatus
+        ("via", "VARCHAR"),
+        ("source", "VARCHAR"),
+        ("first_seen", "TIMESTAMP"),
+        ("last_seen", "TIMESTAMP"),
+    ),
+    key=("cluster", "namespace", "claim", "claim_uid", "pod_uid", "via"),
+    doc="Which pods a DRA ResourceClaim is for (its reservedFor and owner pod, a pod's "
+    "resourceClaimStatuses / extendedResourceClaimStatus), per observation span.",
 )
 
 K8S_JOB_SPECS = Table(
@@ -750,6 +803,14 @@ GPU_UTILIZATION = Table(
         ("metric", "VARCHAR"),
         ("gpu_instance_profile", "VARCHAR"),
         ("attribution", "VARCHAR"),
+        # dcgm-exporter --kubernetes-enable-dra: the holder pod's ResourceClaim and DRA device
+        ("dra_claim_namespace", "VARCHAR"),
+        ("dra_claim_name", "VARCHAR"),
+        ("dra_driver_name", "VARCHAR"),
+        ("dra_pool_name", "VARCHAR"),
+        ("dra_device_name", "VARCHAR"),
+        ("dra_mig_profile", "VARCHAR"),
+        ("dra_mig_device_uuid", "VARCHAR"),
     ),
     key=("cluster", "gpu_uuid", "gpu_instance", "bucket_start", "namespace", "pod", "container",
          "pod_uid", "hpc_job", "attribution"),
@@ -974,6 +1035,8 @@ KUBERNETES_TABLES: tuple[Table, ...] = (
     K8S_POD_ALLOCATIONS,
     K8S_POD_PHASES,
     K8S_POD_GPUS,
+    K8S_RESOURCE_CLAIM_DEVICES,
+    K8S_RESOURCE_CLAIM_PODS,
     K8S_JOB_SPECS,
     K8S_PENDING_PODS,
     K8S_NODE_CAPACITY_PIECES,

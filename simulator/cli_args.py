@@ -11,6 +11,7 @@ from simulator.config import (
     DEFAULT_START,
     KUEUE_LABEL_STYLES,
     LABEL_STYLES,
+    SLINKY_MODES,
     NodeCounts,
     SimConfig,
 )
@@ -126,6 +127,48 @@ def shape_settings(args: argparse.Namespace) -> dict[str, object]:
     return out
 
 
+def _count_or_share(text: str) -> int | float:
+    """``2`` (nodes) or ``0.25`` (a share)."""
+    if "." not in text:
+        try:
+            value = int(text)
+        except ValueError:
+            value = -1
+        if value < 0:
+            msg = f"expected a node count (2) or a share (0.25), found {text!r}"
+            raise argparse.ArgumentTypeError(msg)
+        return value
+    return _share(text)
+
+
+def add_slurm_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """Slurm estates of issue #27 item 8 (docs/simulator-shapes.md); all off by default."""
+    group = parser.add_argument_group("Slurm inside Kubernetes, GPU type names")
+    group.add_argument("--slinky-nodes", type=_count_or_share, default=None, metavar="N|SHARE",
+                       help="the last N (or a share) of the hpc nodes run inside Kubernetes, "
+                            "each held by a Slinky slurm-operator slurmd pod")
+    group.add_argument("--slinky-mode", choices=SLINKY_MODES, default=None,
+                       help="the NodeSet's scaling mode: statefulset (default; Slurm nodes "
+                            "slinky-0 …) or daemonset (Slurm nodes named as the Kubernetes "
+                            "nodes)")
+    group.add_argument("--autodetect-gpu-types", action="store_true",
+                       help="Slurm GRES types as AutoDetect=nvml names them "
+                            "(nvidia_h100_80gb_hbm3, nvidia_h100_80gb_hbm3_3g.40gb)")
+
+
+def slurm_shape_settings(args: argparse.Namespace) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if isinstance(args.slinky_nodes, float):
+        out["slinky_share"] = args.slinky_nodes
+    elif args.slinky_nodes is not None:
+        out["slinky_nodes"] = args.slinky_nodes
+    if args.slinky_mode is not None:
+        out["slinky_mode"] = args.slinky_mode
+    if args.autodetect_gpu_types:
+        out["autodetect_gpu_types"] = True
+    return out
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     parser.add_argument("--days", type=int, default=7, help="window length in days (default 7)")
@@ -175,6 +218,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="add MIG, time-slicing and shard nodes in both schedulers, with "
                              "truth in physical fractions (issue #16; docs/simulator-shapes.md)")
     add_shape_arguments(parser)
+    add_slurm_shape_arguments(parser)
 
 
 def realistic_settings(args: argparse.Namespace) -> dict[str, object]:
@@ -205,6 +249,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         scontrol_every=args.scontrol_every, site_db=args.site_db,
         site_reports=args.site_reports, **shapes,  # type: ignore[arg-type]
         **realistic_settings(args),  # type: ignore[arg-type]
+        **slurm_shape_settings(args),  # type: ignore[arg-type]
     )
 
 

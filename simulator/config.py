@@ -18,6 +18,7 @@ LABEL_STYLES = ("pod", "exported", "drift")
 KUEUE_LABEL_STYLES = ("legacy", "0.17")
 DCGM_NAME_STYLES = ("current", "old-namespace", "1.x")
 DCGM_HOSTNAME_LABELS = ("Hostname", "hostname")
+SLINKY_MODES = ("statefulset", "daemonset")  # slurm-operator NodeSet scalingMode
 NODE_DOMAIN = "cluster.example.org"  # --fqdn-nodes: Kubernetes and dcgm-exporter add it
 _NODES_RE = re.compile(r"^\s*(hpc|k8s|shared)\s*=\s*(\d+)\s*$")
 
@@ -85,6 +86,13 @@ class SimConfig:
     kueue_snapshot_every: int = 0  # seconds between kueue/snapshots/ files (0: none)
     # --shared-gpus (issue #16): MIG, time-slicing and shard nodes, truth in physical fractions
     shared_gpus: bool = False
+    # --slinky-nodes (issue #27 item 8): the last N (or a share) of the Slurm-only nodes run
+    # inside Kubernetes, each held by a slurm-operator slurmd pod (simulator/slinky.py)
+    slinky_nodes: int = 0
+    slinky_share: float = 0.0
+    slinky_mode: str = "statefulset"
+    # --autodetect-gpu-types: Slurm GRES types as AutoDetect=nvml names them (autodetect.py)
+    autodetect_gpu_types: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -132,11 +140,32 @@ class SimConfig:
                 problems.append(f"expected {flag} SHARE between 0 and 1, found {share}")
         if self.no_pod_labels_nodes and self.no_pod_labels_share:
             problems.append("expected --no-pod-labels-on to be node names or a share, found both")
+        problems.extend(self._slinky_problems())
         if not self.honor_labels and self.dcgm_label_style == "pod":
             problems.append("expected --dcgm-label-style exported or drift with "
                             "--no-honor-labels (without honorLabels every scrape of a "
                             "Kubernetes dcgm-exporter has exported_* labels), found 'pod'")
         return problems
+
+    def _slinky_problems(self) -> list[str]:
+        problems = []
+        if self.slinky_mode not in SLINKY_MODES:
+            problems.append(f"expected --slinky-mode in {', '.join(SLINKY_MODES)}, "
+                            f"found {self.slinky_mode!r}")
+        if self.slinky_nodes < 0 or self.slinky_nodes > self.nodes.hpc:
+            problems.append(f"expected --slinky-nodes between 0 and the {self.nodes.hpc} hpc "
+                            f"nodes, found {self.slinky_nodes}")
+        if not 0.0 <= self.slinky_share <= 1.0:
+            problems.append(f"expected --slinky-nodes SHARE between 0 and 1, found "
+                            f"{self.slinky_share}")
+        if self.slinky_nodes and self.slinky_share:
+            problems.append("expected --slinky-nodes to be a count or a share, found both")
+        return problems
+
+    @property
+    def slinky(self) -> bool:
+        """Whether some Slurm nodes run inside Kubernetes (``--slinky-nodes``)."""
+        return bool(self.slinky_nodes or self.slinky_share)
 
     @property
     def shapes_changed(self) -> bool:

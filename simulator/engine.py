@@ -38,9 +38,11 @@ from simulator.sacct_writer import SacctRow, SacctWriter
 from simulator.scheduling import View
 from simulator.scontrol_writer import SNAPSHOT_GLOB, ScontrolSnapshots
 from simulator.scrape_shapes import ScrapeShapes, unlabelled_nodes
-from simulator.sharing_run import SHARED_ALLOCATIONS, SHOW_NODE, SharingRun
+from simulator.sharing_run import SHARED_ALLOCATIONS, SharingRun
 from simulator.site_file import write_site_file
+from simulator.slinky import agents, pod_record, truth_holder, with_agent_labels, world_block
 from simulator.slurm_jobs import SlurmBatch, SlurmSide
+from simulator.slurm_nodes import SHOW_NODE, write_show_node
 from simulator.sreport_writer import SreportAccumulator
 from simulator.timefmt import day_of, iso_z
 from simulator.truth import DoubleScheduleDetector, TruthWriter
@@ -64,7 +66,9 @@ OUTPUT_FILES = (
     "truth/allocations.csv", "truth/allocations.csv.gz", "truth/incidents.csv",
     "truth/gpu_busy_seconds.csv", "truth/undetectable_incidents.csv",
     # --shared-gpus only
-    SHARED_ALLOCATIONS, "truth/physical_gpu_seconds_daily.csv", SHOW_NODE,
+    SHARED_ALLOCATIONS, "truth/physical_gpu_seconds_daily.csv",
+    # --shared-gpus, --slinky-nodes, --autodetect-gpu-types
+    SHOW_NODE,
 )
 #: outputs named by time: one `scontrol show job -d` snapshot per collection
 OUTPUT_PATTERNS = (SNAPSHOT_GLOB, KUEUE_SNAPSHOT_GLOB)
@@ -177,6 +181,11 @@ class _Run:
         self.layouts: dict[str, int] = {}  # init-container layout -> pods (world.json)
         self.sharing = (SharingRun(world, self.w0 - WARMUP) if world.sharing is not None
                         else None)
+        self.shapes = ScrapeShapes.from_config(cfg, unlabelled_nodes(cfg, world.nodes),
+                                               fqdn_some(cfg, world.nodes))
+        # --slinky-nodes: the slurmd pods holding the Slinky nodes' GPUs, by node
+        self.agents = agents(world) if cfg.slinky else ()
+        self.agent_by_node = {a.node.name: a for a in self.agents}
         self.sweep: MetricsSweep | None = None
         if cfg.metrics:
             name = "metrics.om.gz" if cfg.gzip_om else "metrics.om"
@@ -185,10 +194,10 @@ class _Run:
                 w1=self.w1, step=cfg.step_seconds, out_path=out_dir / "prometheus" / name,
                 tmp_dir=tmp, gzip=cfg.gzip_om, busy_path=out_dir / "truth" /
                 "gpu_busy_seconds.csv", irregular=self.irregular, seed=cfg.seed,
-                shapes=ScrapeShapes.from_config(cfg, unlabelled_nodes(cfg, world.nodes),
-                                                fqdn_some(cfg, world.nodes)),
-                init_containers=cfg.init_container_gpus > 0, jobs=cfg.realistic,
-                sharing=self.sharing.metrics if self.sharing is not None else None)
+                shapes=self.shapes, init_containers=cfg.init_container_gpus > 0,
+                jobs=cfg.realistic,
+                sharing=self.sharing.metrics if self.sharing is not None else None,
+                agents={a.node.name: a.dcgm for a in self.agents})
         self.slurm_jobs = 0
         self.slurm_started = 0
         self.pods = 0
@@ -201,7 +210,16 @@ class _Run:
             for row in heapq.heappop(self.pending_rows)[2]:
                 self.sacct.write(row)
 
+    def start_agents(self) -> None:
+        """The slurmd pods: kube-state-metrics series and charged-nothing truth rows."""
+        for a in self.agents:
+            self.truth.add_holder(truth_holder(a, self.w0, self.w1))
+            if self.sweep is not None:
+                self.sweep.add_pod(pod_record(a, self.w0))
+
     def holder(self, h: Holder, now: int) -> None:
+        if self.agent_by_node:
+            h = with_agent_labels(h, self.agent_by_node)
         if self.realistic:
             h = with_realistic_profile(h, self.world.config.step_seconds)
         self.truth.add_holder(h)
@@ -290,6 +308,7 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
     slurm_view.reservations = reserved["slurm"]
     k8s_view.reservations = reserved["kubernetes"]
     run = _Run(world, out_dir, tmp)
+    run.start_agents()
     if run.sharing is not None:
         run.sharing.start(run)
     say(f"simulating {cfg.days} day(s) from {cfg.start.isoformat()} on "
@@ -347,8 +366,12 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
     )
     if run.sharing is not None:
         run.sharing.write(out_dir)
+    hosts = {n.name: run.shapes.host(n) for n in world.nodes}
+    if run.sharing is not None or cfg.slinky or cfg.autodetect_gpu_types:
+        write_show_node(world, out_dir, run.agents, hosts)
     write_world_json(world, run.irregular, planter.record, asdict(summary), out_dir,
-                     run.layouts, run.sharing.world_block() if run.sharing is not None else None)
+                     run.layouts, run.sharing.world_block() if run.sharing is not None else None,
+                     world_block(cfg, run.agents, hosts) if cfg.slinky else None)
     say(summary.describe())
     return summary
 

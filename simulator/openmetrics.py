@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import TextIO
 
 from simulator.config import DAY
-from simulator.ksm_jobs import JOB_FAMILIES, KsmJobs, with_job_label
+from simulator.ksm_jobs import KsmJobs, with_job_label
+from simulator.metric_families import families
 from simulator.outputs import open_output
-from simulator.pod_shapes import INIT_FAMILIES, init_container_lines
+from simulator.pod_shapes import init_container_lines
 from simulator.records import Holder, KueueEvent, PodRecord
 from simulator.scheduling import shared_owner
 from simulator.scrape_shapes import ScrapeShapes
@@ -39,52 +40,6 @@ def scrape_offsets(step: int) -> tuple[int, int]:
 
 
 FLUSH_STEPS, FLUSH_LINES = 96, 150_000  # buffered scrapes per write (bounds memory)
-
-KSM_FAMILIES: tuple[tuple[str, str, str], ...] = (
-    ("kube_node_status_capacity", "gauge", "The capacity for different resources of a node."),
-    ("kube_node_spec_unschedulable", "gauge",
-     "Whether a node can schedule new pods."),
-    ("kube_pod_info", "gauge", "Information about pod."),
-    ("kube_pod_labels", "gauge", "Kubernetes labels converted to Prometheus labels."),
-    ("kube_pod_service_account", "gauge", "The service account for a pod."),
-    ("kube_pod_owner", "gauge", "Information about the Pod's owner."),
-    ("kube_pod_status_phase", "gauge", "The pods current phase."),
-    ("kube_pod_container_resource_requests", "gauge",
-     "The number of requested request resource by a container. It is recommended to use the "
-     "kube_pod_resource_requests metric exposed by kube-scheduler instead, as it is more "
-     "precise."),
-    ("kube_pod_start_time", "gauge", "Start time in unix timestamp for a pod."),
-    ("kube_pod_completion_time", "gauge", "Completion time in unix timestamp for a pod."),
-)
-KUEUE_FAMILIES: tuple[tuple[str, str, str], ...] = (
-    ("kueue_pending_workloads", "gauge",
-     "The number of pending workloads, per 'cluster_queue' and 'status'."),
-    ("kueue_admitted_workloads", "counter",
-     "The total number of admitted workloads per 'cluster_queue'"),
-    ("kueue_evicted_workloads", "counter",
-     "The number of evicted workloads per 'cluster_queue'"),
-    ("kueue_admission_wait_time_seconds", "histogram",
-     "The time between a workload was created or requeued until admission, per "
-     "'cluster_queue'"),
-    ("kueue_admitted_active_workloads", "gauge",
-     "The number of admitted Workloads that are active (unsuspended and not finished), per "
-     "'cluster_queue'"),
-    ("kueue_cluster_queue_resource_usage", "gauge",
-     "Reports the cluster_queue's total resource usage"),
-    ("kueue_cluster_queue_nominal_quota", "gauge", "Reports the cluster_queue's resource quota"),
-)
-
-
-def families(shapes: ScrapeShapes, init_containers: bool,
-             jobs: bool = False) -> list[tuple[str, str, str]]:
-    """The file's metric families in order (init-container ones only where pods have them,
-    Job ones only with ``--realistic``)."""
-    ksm = [*KSM_FAMILIES, *(JOB_FAMILIES if jobs else ())]
-    if init_containers:
-        at = [name for name, _, _ in ksm].index("kube_pod_container_resource_requests") + 1
-        ksm[at:at] = INIT_FAMILIES
-    return [*shapes.dcgm_families(), *ksm, *KUEUE_FAMILIES]
-
 
 @dataclass(frozen=True)
 class Irregularities:
@@ -147,9 +102,12 @@ class MetricsSweep:
                  w0: int, w1: int, step: int, out_path: Path, tmp_dir: Path, gzip: bool,
                  busy_path: Path, irregular: Irregularities, seed: int,
                  shapes: ScrapeShapes | None = None, init_containers: bool = False,
-                 jobs: bool = False, sharing: "SharingMetrics | None" = None) -> None:
+                 jobs: bool = False, sharing: "SharingMetrics | None" = None,
+                 agents: dict[str, tuple[tuple[str, str], ...]] | None = None) -> None:
         self.nodes = nodes
-        self.k8s_nodes = [n for n in nodes if n.in_kubernetes]
+        # Kubernetes nodes, with the Slinky ones (--slinky-nodes): their slurmd pods' labels
+        self.k8s_nodes = [n for n in nodes if n.in_kubernetes or n.slinky]
+        self._agents = agents or {}
         self.cluster_queues = cluster_queues
         self.w0, self.w1, self.step = w0, w1, step
         self.ksm_offset, self.kueue_offset = scrape_offsets(step)
@@ -250,7 +208,7 @@ class MetricsSweep:
     # ------------------------------------------------------------------ dcgm
 
     def _exported(self, node: Node, ts: int) -> bool:
-        if node.pool == "slurm":
+        if node.pool == "slurm" and not node.slinky:
             return False
         if not self.shapes.honor_labels:
             return True
@@ -286,7 +244,9 @@ class MetricsSweep:
                 owners = by_gpu.get(i)
                 if not owners:
                     if not silent:
-                        labels = f"{base[i]},{target}"
+                        agent = self._agents.get(node.name)  # a Slinky node: its slurmd pod
+                        labels = (f"{base[i]},{target}" if agent is None else f"{base[i]},"
+                                  f"{self.shapes.dcgm_workload(node, agent, exported)},{target}")
                         util_lines.append(f"{util}{{{labels}}} 0 {ts}\n")
                         if ratio_name is not None:
                             ratio_lines.append(f"{ratio_name}{{{labels}}} 0 {ts}\n")

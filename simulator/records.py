@@ -56,6 +56,7 @@ class Holder:
     qos: str = ""  # Slurm QOS (rate cards may price by it); empty for pods
     dcgm_containers: tuple[tuple[int, str], ...] = ()  # GPU index -> container, if not dcgm's
     units: int = 0  # --shared-gpus: MIG instances, replicas or shards held (0: whole GPUs)
+    gpu_model: str = ""  # the model the rate card prices it by ("": the node's)
 
     @property
     def gpus(self) -> int:

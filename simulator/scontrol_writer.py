@@ -96,9 +96,9 @@ def job_block(plan: RecordPlan, at: int) -> Iterator[str]:
     user = f"{plan.user.name}({plan.user.uid})"
     limit = plan.timelimit_min * 60
     eligible = plan.eligible
-    first_node = plan.placements[0].node.name
+    first_node = plan.placements[0].node.slurm_node
     log = f"/home/{plan.user.name}/slurm-{_pattern_id(plan)}.out"
-    gpus_typed = f"gpu:{shape.model}:{shape.gpus_per_node}"
+    gpus_typed = f"gpu:{shape.type_name}:{shape.gpus_per_node}"
     scheduler = "Backfill" if "SchedBackfill" in plan.flags else "Main"
     yield f"JobId={raw}{_id_fields(plan)} JobName={plan.name}"
     yield f"   UserId={user} GroupId={user} MCS_label=N/A"
@@ -115,13 +115,13 @@ def job_block(plan: RecordPlan, at: int) -> Iterator[str]:
            f"Scheduler={scheduler}")
     yield f"   Partition={plan.partition} AllocNode:Sid=login-01:{10_000 + raw % 50_000}"
     yield "   ReqNodeList=(null) ExcNodeList=(null)"
-    yield f"   NodeList={compress_hostlist([p.node.name for p in plan.placements])}"
+    yield f"   NodeList={compress_hostlist([p.node.slurm_node for p in plan.placements])}"
     yield f"   BatchHost={first_node}"
     yield (f"   NumNodes={nodes} NumCPUs={cpus} NumTasks={nodes} "
            f"CPUs/Task={shape.cpus_per_node} ReqB:S:C:T=0:0:*:*")
     yield f"   TRES={_tres(plan, nodes)}"
     yield "   Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*"
-    yield f"   JOB_GRES=gpu:{shape.model}:{shape.gpus_per_node * nodes}"
+    yield f"   JOB_GRES=gpu:{shape.type_name}:{shape.gpus_per_node * nodes}"
     yield from _node_lines(plan)
     yield (f"   MinCPUsNode={shape.cpus_per_node} MinMemoryNode={_mem(shape.mem_mb_per_node)} "
            "MinTmpDiskNode=0")
@@ -181,12 +181,12 @@ def _node_lines(plan: RecordPlan) -> Iterator[str]:
     for p in sorted(plan.placements, key=lambda p: p.node.name):
         detail = (f"CPU_IDs={_cpu_ids(p, plan.shape.cpus_per_node)} "
                   f"Mem={plan.shape.mem_mb_per_node} "
-                  f"GRES=gpu:{plan.shape.model}:{len(p.gpu_indices)}"
+                  f"GRES=gpu:{plan.shape.type_name}:{len(p.gpu_indices)}"
                   f"(IDX:{_bit_list(p.gpu_indices)})")
         if groups and groups[-1][0] == detail:
-            groups[-1][1].append(p.node.name)
+            groups[-1][1].append(p.node.slurm_node)
         else:
-            groups.append((detail, [p.node.name]))
+            groups.append((detail, [p.node.slurm_node]))
     for detail, names in groups:
         yield f"     Nodes={compress_hostlist(names)} {detail}"
 

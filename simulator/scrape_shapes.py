@@ -152,7 +152,7 @@ class ScrapeShapes:
                 for i, uuid in enumerate(node.gpu_uuids)]
 
     def dcgm_target(self, node: Node, exported: bool) -> str:
-        if node.pool == "slurm":  # no Kubernetes there: a static scrape config
+        if node.pool == "slurm" and not node.slinky:  # no Kubernetes: a static scrape config
             return f'job="dcgm-exporter-hpc",instance="{self.host(node)}:9400"'
         target = f'job="nvidia-dcgm-exporter",instance="{node.host_ip}:9400"'
         if exported:

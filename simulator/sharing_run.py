@@ -1,5 +1,6 @@
 """``--shared-gpus``: feeds the shared-GPU plan into one simulation's writers and writes its own
-files (``truth/shared_allocations.csv``, ``slurm/show-node.txt``, world.json ``shared_gpus``).
+files (``truth/shared_allocations.csv``, world.json ``shared_gpus``; ``slurm/show-node.txt``:
+slurm_nodes.py).
 
 The plan is made up front (it does not depend on the whole-GPU world); its sacct rows, pods and
 ``scontrol`` blocks join the streams in time order, so the whole-GPU part of the world is the
@@ -10,13 +11,15 @@ import csv
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from simulator.autodetect import LEGACY, GresNames
 from simulator.openmetrics import scrape_offsets
 from simulator.outputs import open_output
 from simulator.records import Holder
 from simulator.sharing_metrics import SharingMetrics, capacity, gfd_labels
 from simulator.sharing_plan import SharedHolder, plan_sharing
-from simulator.sharing_slurm import job_block, sacct_rows, show_node_line
+from simulator.sharing_slurm import job_block, sacct_rows
 from simulator.sharing_world import GPU_SLICES, SharingWorld
+from simulator.slurm_nodes import SHOW_NODE
 from simulator.timefmt import iso_utc
 from simulator.truth import milli_text
 from simulator.world import World
@@ -28,17 +31,19 @@ SHARED_ALLOCATION_COLUMNS = ("domain", "source_key", "node", "gpu_uuid", "gpu_in
                              "sharing", "slice_profile", "slices", "start", "end",
                              "physical_gpu_seconds")
 SHARED_ALLOCATIONS = "truth/shared_allocations.csv"
-SHOW_NODE = "slurm/show-node.txt"  # not scontrol-*.txt: that glob names the job snapshots
 POD_NUMBER_BASE = 200_000  # pod IPs apart from the whole-GPU world's pods
 
 
-def truth_holder(h: SharedHolder, w1: int) -> Holder:
+def truth_holder(h: SharedHolder, w1: int, names: GresNames = LEGACY) -> Holder:
+    # a Slurm MIG run is priced by its type's model prefix (AutoDetect), shards by the node's
+    typed = h.domain == "slurm" and h.instance is not None
     return Holder(
         domain=h.domain, source_key=h.source_key, name=h.name, node=h.node.node,
         gpu_indices=(h.gpu,), start=h.start, end=h.end, owner=h.owner,
         outcome="running" if h.end > w1 else "completed", charged=True, profile=h.profile,
         view=h.domain, dcgm=h.dcgm, account=h.account, user=h.user,
-        qos="normal" if h.domain == "slurm" else "", units=h.units)
+        qos="normal" if h.domain == "slurm" else "", units=h.units,
+        gpu_model=names.mig_model(h.node.node.gpu_model) if typed else "")
 
 
 class SharingRun:
@@ -56,12 +61,13 @@ class SharingRun:
                         if cfg.metrics else None)
         self.jobs = sorted((h for h in self.plan.holders if h.domain == "slurm"),
                            key=lambda h: h.job_id)
+        self.names = GresNames(cfg.autodetect_gpu_types)
 
     def start(self, run: "_Run") -> None:
         """Everything the plan adds to the streams, before the first arrival."""
         run.truth.physical = {}
         for k, h in enumerate(self.plan.holders):
-            holder = truth_holder(h, self.w1)
+            holder = truth_holder(h, self.w1, self.names)
             run.truth.add_holder(holder)
             if h.start < self.w1 and h.end > self.w0:
                 run.truth.add_physical(holder, self.plan.segments[k])
@@ -70,8 +76,8 @@ class SharingRun:
         for h in self.jobs:
             if h.start < self.w1 and h.end > self.w0:
                 run.seq += 1
-                run.pending_rows.append((h.submit, run.seq,
-                                         sacct_rows(h, self.w1, self.world.config.cluster)))
+                run.pending_rows.append((h.submit, run.seq, sacct_rows(
+                    h, self.w1, self.world.config.cluster, self.names)))
                 run.slurm_jobs += 1
         run.pending_rows.sort()  # a heap: sorted is one
         if run.sweep is not None and self.metrics is not None:
@@ -82,7 +88,8 @@ class SharingRun:
         run.scontrol.extra_blocks = self.blocks
 
     def blocks(self, at: int) -> list[list[str]]:
-        return [list(job_block(h, at)) for h in self.jobs if h.start <= at < h.end]
+        return [list(job_block(h, at, self.names)) for h in self.jobs
+                if h.start <= at < h.end]
 
     # ------------------------------------------------------------------ files
 
@@ -105,13 +112,6 @@ class SharingRun:
             out = csv.writer(fh, lineterminator="\n")
             out.writerow(SHARED_ALLOCATION_COLUMNS)
             out.writerows(rows)
-        by_name = {n.name: n for n in self.sharing.nodes}
-        slurm_nodes = [n for n in self.world.nodes if n.in_slurm]
-        slurm_nodes += [n.node for n in self.sharing.nodes if n.node.in_slurm]
-        with open_output(out_dir / SHOW_NODE, compress=False) as fh:
-            for node in slurm_nodes:
-                fh.write(show_node_line(node, by_name.get(node.name), self.w0 - 7 * 86_400)
-                         + "\n")
 
     def world_block(self) -> dict[str, object]:
         nodes = []

@@ -4,18 +4,18 @@ Shapes follow the suite's real Slurm captures (tests/fixtures/slurm/sharing/: MI
 types, shards): sacct ``AllocTRES`` ``billing=…,cpu=…,gres/gpu:1g.10gb=1,gres/gpu=1,…`` and
 ``gres/shard=2``; ``scontrol show job -d`` ``GRES=gpu:1g.10gb:1(IDX:3)`` (IDX counts the
 node's gpu GRES devices, every MIG instance one) and ``GRES=shard(CNT:2)`` (22.05 does not say
-which GPU shards are on: world.json and the truth do); ``scontrol -o show node``
-``Gres=gpu:1g.10gb:29,…`` and ``Gres=gpu:a100:4,shard:32``.
+which GPU shards are on: world.json and the truth do); ``scontrol -o show node``: slurm_nodes.py.
+With ``--autodetect-gpu-types`` the MIG types are AutoDetect=nvml's
+(``nvidia_h100_80gb_hbm3_1g.10gb``).
 """
 
 from collections.abc import Iterator
 
+from simulator.autodetect import LEGACY, GresNames
 from simulator.sacct_writer import SacctRow, Tres
 from simulator.scontrol_writer import _bit_list, _mem
 from simulator.sharing_plan import SharedHolder
-from simulator.sharing_world import SharedNode
 from simulator.timefmt import elapsed
-from simulator.world import Node
 
 TIMELIMIT_MIN = 8 * 60
 MEM_MB_PER_UNIT = 16_000
@@ -25,20 +25,23 @@ def _cpus(h: SharedHolder) -> int:
     return 2 * (h.instance.slices if h.instance is not None else h.units)
 
 
-def _alloc(h: SharedHolder, *, billing: bool, gres: bool = True) -> Tres:
+def _alloc(h: SharedHolder, *, billing: bool, gres: bool = True,
+           names: GresNames = LEGACY) -> Tres:
     cpus = _cpus(h)
     items: list[tuple[str, int]] = [("cpu", cpus), ("mem", MEM_MB_PER_UNIT * h.units),
                                     ("node", 1)]
     if billing:
         items.append(("billing", cpus + 10 * h.units))
     if gres and h.instance is not None:
-        items += [("gres/gpu", h.units), (f"gres/gpu:{h.instance.profile}", h.units)]
+        items += [("gres/gpu", h.units),
+                  (f"gres/gpu:{names.mig(h.node.node.gpu_model, h.instance.profile)}", h.units)]
     elif gres:
         items.append(("gres/shard", h.units))
     return tuple(items)
 
 
-def sacct_rows(h: SharedHolder, w1: int, cluster: str) -> tuple[SacctRow, ...]:
+def sacct_rows(h: SharedHolder, w1: int, cluster: str,
+               names: GresNames = LEGACY) -> tuple[SacctRow, ...]:
     """The job, batch and extern rows sacct prints at ``w1`` for a started job."""
     running = h.end > w1
     end: int | str = "Unknown" if running else h.end
@@ -51,7 +54,8 @@ def sacct_rows(h: SharedHolder, w1: int, cluster: str) -> tuple[SacctRow, ...]:
         exit_code="0:0", derived_exit_code="0:0", submit=h.submit, eligible=h.submit,
         start=h.start, end=end, elapsed_seconds=seconds, timelimit_raw=str(TIMELIMIT_MIN),
         alloc_cpus=str(_cpus(h)), alloc_nodes="1", node_list=h.node.name,
-        alloc_tres=_alloc(h, billing=True), req_tres=_alloc(h, billing=True),
+        alloc_tres=_alloc(h, billing=True, names=names),
+        req_tres=_alloc(h, billing=True, names=names),
         cluster=cluster, reservation="", reason="None", flags="SchedMain,StartRecieved",
         wckey="", admin_comment="")
     rows = [job]
@@ -62,7 +66,8 @@ def sacct_rows(h: SharedHolder, w1: int, cluster: str) -> tuple[SacctRow, ...]:
             state=state, exit_code="0:0", derived_exit_code="", submit=h.start,
             eligible=h.start, start=h.start, end=end, elapsed_seconds=seconds,
             timelimit_raw="", alloc_cpus=str(_cpus(h)), alloc_nodes="1",
-            node_list=h.node.name, alloc_tres=_alloc(h, billing=billing), req_tres=(),
+            node_list=h.node.name, alloc_tres=_alloc(h, billing=billing, names=names),
+            req_tres=(),
             cluster=cluster, reservation="", reason="", flags="", wckey="", admin_comment=""))
     return tuple(rows)
 
@@ -73,7 +78,7 @@ def _cpu_ids(h: SharedHolder) -> str:
     return _bit_list([(first + k) % node.cpus for k in range(_cpus(h))])
 
 
-def job_block(h: SharedHolder, at: int) -> Iterator[str]:
+def job_block(h: SharedHolder, at: int, names: GresNames = LEGACY) -> Iterator[str]:
     """``scontrol --all --details show job`` of a RUNNING shared-GPU job (epoch times)."""
     raw = h.job_id
     user = f"{h.user}({h.uid})"
@@ -81,12 +86,13 @@ def job_block(h: SharedHolder, at: int) -> Iterator[str]:
     cpus = _cpus(h)
     mem = MEM_MB_PER_UNIT * h.units
     if h.instance is not None:
-        gres = f"gpu:{h.instance.profile}:{h.units}"
+        gres = f"gpu:{names.mig(h.node.node.gpu_model, h.instance.profile)}:{h.units}"
         detail = f"{gres}(IDX:{h.instance.slurm_idx})"
     else:
         gres = f"shard:{h.units}"
         detail = f"shard(CNT:{h.units})"
-    tres = ",".join(f"{k}={_mem(v) if k == 'mem' else v}" for k, v in _alloc(h, billing=True))
+    tres = ",".join(f"{k}={_mem(v) if k == 'mem' else v}"
+                    for k, v in _alloc(h, billing=True, names=names))
     log = f"/home/{h.user}/slurm-{raw}.out"
     yield f"JobId={raw} JobName={h.name}"
     yield f"   UserId={user} GroupId={user} MCS_label=N/A"
@@ -121,39 +127,3 @@ def job_block(h: SharedHolder, at: int) -> Iterator[str]:
     yield f"   TresPerNode=gres:{gres}"
     yield "   "
     yield ""
-
-
-def _gres(node: Node, shared: SharedNode | None) -> tuple[str, str]:
-    """(``Gres=``, the GRES part of ``CfgTRES=``) of a Slurm node."""
-    if shared is None:
-        n, model = node.gpu_count, node.gpu_model
-        return f"gpu:{model}:{n}", f"gres/gpu={n},gres/gpu:{model}={n}"
-    if shared.sharing == "mig":
-        profiles = shared.profiles()
-        gres = ",".join(f"gpu:{p}:{n}" for p, n in profiles.items())
-        cfg = ",".join([f"gres/gpu={sum(profiles.values())}",
-                        *(f"gres/gpu:{p}={n}" for p, n in profiles.items())])
-        return gres, cfg
-    n, model = node.gpu_count, node.gpu_model
-    shards = n * shared.shards
-    return (f"gpu:{model}:{n},shard:{shards}",
-            f"gres/gpu={n},gres/gpu:{model}={n},gres/shard={shards}")
-
-
-def show_node_line(node: Node, shared: SharedNode | None, boot: int) -> str:
-    """One ``scontrol -o show node`` line (the suite's real 22.05 shape)."""
-    gres, cfg_gres = _gres(node, shared)
-    sockets = 2
-    mem_mb = node.mem_gb * 1024
-    return (f"NodeName={node.name} Arch=x86_64 CoresPerSocket={node.cpus // sockets}  "
-            f"CPUAlloc=0 CPUEfctv={node.cpus} CPUTot={node.cpus} CPULoad=0.00 "
-            f"AvailableFeatures=(null) ActiveFeatures=(null) Gres={gres} "
-            f"NodeAddr={node.name} NodeHostName={node.name} Version=22.05.8 "
-            f"OS=Linux 5.15.0-91-generic #101-Ubuntu SMP Tue Nov 14 13:30:08 UTC 2023  "
-            f"RealMemory={mem_mb} AllocMem=0 FreeMem={mem_mb // 2} Sockets={sockets} "
-            f"Boards=1 State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A "
-            f"MCS_label=N/A Partitions={node.slurm_partition}  BootTime={boot} "
-            f"SlurmdStartTime={boot} LastBusyTime={boot} "
-            f"CfgTRES=cpu={node.cpus},mem={_mem(mem_mb)},billing={node.cpus},{cfg_gres} "
-            f"AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s "
-            f"ExtSensorsWatts=0 ExtSensorsTemp=n/s")

@@ -397,7 +397,9 @@ class SlurmSide:
         """slurm-bridge's representative job for a pod on a shared node (not charged in Slurm)."""
         gpus, cpus, mem_gb = gpus_cpus_mem
         job_id = self._take_id()
-        shape = Shape(cpus, mem_gb * 1024, gpus, placement.node.gpu_model, True)
+        model = placement.node.gpu_model
+        shape = Shape(cpus, mem_gb * 1024, gpus, model, True,
+                      gres_type=self.mix.gres.whole_override(model))
         limit = max(5, math.ceil((end - start) * 1.5 / MINUTE))
         plan = RecordPlan(
             job_id=str(job_id), job_id_raw=str(job_id), name=pod_name, user=BRIDGE_USER,
@@ -421,7 +423,9 @@ class SlurmSide:
                     state: str = "COMPLETED") -> SlurmBatch:
         """A job on a shared node at times chosen by a planted scenario (a mistake or a decoy)."""
         gpus = len(placement.gpu_indices)
-        shape = Shape(8 * gpus, 64 * 1024 * gpus, gpus, placement.node.gpu_model, True)
+        model = placement.node.gpu_model
+        shape = Shape(8 * gpus, 64 * 1024 * gpus, gpus, model, True,
+                      gres_type=self.mix.gres.whole_override(model))
         job_id = self._take_id()
         plan = RecordPlan(
             job_id=str(job_id), job_id_raw=str(job_id), name=name, user=user, account=account,

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from simulator.arrivals import log_uniform
+from simulator.autodetect import GresNames
 from simulator.config import HOUR, MINUTE
 from simulator.rng import stream
 from simulator.slurm_rows import Shape
@@ -65,6 +66,7 @@ class JobMix:
         self.shared = [n for n in world.nodes if n.pool == "shared"]
         self.by_model = {m: [n for n in self.hpc if n.gpu_model == m] for m in ("a100", "h100")}
         self.models = tuple(m for m in ("a100", "h100") if self.by_model[m])
+        self.gres = GresNames(world.config.autodetect_gpu_types)
 
     def kinds(self) -> Iterator[str]:
         names = [k for k, _ in RANDOM_KINDS]
@@ -119,7 +121,7 @@ class JobMix:
         if kind == "gpumem":
             extra = (("gres/gpumem", 81920 * per_node), ("gres/gpuutil", 100 * per_node))
         shape = Shape(cpus_per_gpu * per_node, mem_gb_per_gpu * 1024 * per_node, per_node, model,
-                      typed, extra)
+                      typed, extra, self.gres.whole_override(model))
         if partition == "shared":
             duration = log_uniform(rng, 20 * MINUTE, 8 * HOUR)
         elif kind == "gpu_long":

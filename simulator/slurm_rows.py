@@ -27,6 +27,11 @@ class Shape:
     model: str
     typed_request: bool
     extra_gres: tuple[tuple[str, int], ...] = ()
+    gres_type: str = ""  # the GRES type Slurm prints ("": the model; --autodetect-gpu-types)
+
+    @property
+    def type_name(self) -> str:
+        return self.gres_type or self.model
 
 
 def tres(shape: Shape, nodes: int, *, billing: bool, typed: bool, req: bool = False) -> Tres:
@@ -40,7 +45,7 @@ def tres(shape: Shape, nodes: int, *, billing: bool, typed: bool, req: bool = Fa
     if gpus:
         items.append(("gres/gpu", gpus))
         if typed:
-            items.append((f"gres/gpu:{shape.model}", gpus))
+            items.append((f"gres/gpu:{shape.type_name}", gpus))
         items.extend((name, value * nodes) for name, value in shape.extra_gres)
     return tuple(items)
 
@@ -167,7 +172,8 @@ def _job_row(plan: RecordPlan, w1: int, cluster: str, running: bool) -> SacctRow
         exit_code="0:0" if running else plan.exit_code,
         eligible=plan.eligible, start=plan.start, end="Unknown" if running else plan.end,
         elapsed_seconds=end - plan.start, alloc_cpus=str(plan.shape.cpus_per_node * nodes),
-        alloc_nodes=str(nodes), node_list=compress_hostlist([p.node.name for p in plan.placements]),
+        alloc_nodes=str(nodes),
+        node_list=compress_hostlist([p.node.slurm_node for p in plan.placements]),
         alloc_tres=tres(plan.shape, nodes, billing=True, typed=True),
         reason=plan.reason, flags=plan.flags,
     )
@@ -187,7 +193,8 @@ def _step_row(plan: RecordPlan, step: StepPlan, w1: int, cluster: str) -> SacctR
         submit=step.start, eligible=step.start, start=step.start,
         end="Unknown" if running else step.end, elapsed_seconds=end - step.start,
         timelimit_raw="", alloc_cpus=str(plan.shape.cpus_per_node * nodes),
-        alloc_nodes=str(nodes), node_list=compress_hostlist([p.node.name for p in placements]),
+        alloc_nodes=str(nodes),
+        node_list=compress_hostlist([p.node.slurm_node for p in placements]),
         alloc_tres=tres(plan.shape, nodes, billing=billing, typed=True), req_tres=(),
         cluster=cluster, reservation="", reason="", flags="", wckey="", admin_comment="",
     )
@@ -206,7 +213,7 @@ def _holders(plan: RecordPlan, w1: int) -> tuple[Holder, ...]:
             node=p.node, gpu_indices=p.gpu_indices, start=plan.start, end=plan.end,
             owner=owner, outcome="running" if running else plan.outcome, charged=plan.charged,
             profile=plan.profile, view="slurm", dcgm=dcgm, account=plan.account,
-            user=plan.user.name, qos=plan.qos,
+            user=plan.user.name, qos=plan.qos, gpu_model=plan.shape.gres_type,
         )
         for p in plan.placements
     )

@@ -74,7 +74,10 @@ def compress_hostlist(names: list[str]) -> str:
             ranges.append(first if low == prev else f"{first}-{last}")
             if value is not None:
                 low = prev = value
-        parts.append(f"{stem}[{','.join(ranges)}]")
+        # one host of its own stem is printed bare, as Slurm's hostlist does (a job on
+        # gpu-hpc-01 and the Slinky node slinky-0: gpu-hpc-01,slinky-0)
+        single = len(values) == 1 and len(groups) > 1
+        parts.append(f"{stem}{ranges[0]}" if single else f"{stem}[{','.join(ranges)}]")
     return ",".join(parts)
 
 

@@ -84,7 +84,7 @@ class TruthWriter:
             key = (day.isoformat(), h.domain, person, team, cc)
             seconds = h.gpus * (hi - lo)
             self.daily[key] = self.daily.get(key, 0) + seconds
-            priced = (*key, h.node.gpu_model, h.qos)
+            priced = (*key, h.gpu_model or h.node.gpu_model, h.qos)
             self.priced[priced] = self.priced.get(priced, 0) + seconds
             self.gpu_seconds_by_domain[h.domain] += seconds
             if self.physical is not None and not h.units:  # a whole GPU is all physical

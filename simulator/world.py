@@ -5,7 +5,7 @@ Identities are fixed (they do not grow with ``--nodes``); the inventory does.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,15 @@ class Node:
     slurm_partition: str  # "" for Kubernetes-only nodes
     cpus: int
     mem_gb: int
+    # --slinky-nodes: a Slurm node run inside Kubernetes by a Slinky slurmd pod (simulator/
+    # slinky.py); ``slurm_name`` is its Slurm node name where that is not ``name`` (StatefulSet)
+    slinky: bool = False
+    slurm_name: str = ""
+
+    @property
+    def slurm_node(self) -> str:
+        """The name Slurm (sacct, scontrol) gives the node."""
+        return self.slurm_name or self.name
 
     @property
     def host_ip(self) -> str:
@@ -173,6 +182,10 @@ def build_nodes(config: SimConfig) -> tuple[Node, ...]:
         add(name, "kubernetes", "h100", 8, "")
     for name in _node_names("gpu-shr", config.nodes.shared):
         add(name, "shared", "a100", 8, "shared")
+    if config.slinky:
+        from simulator.slinky import with_slinky_nodes  # it builds Nodes of this module
+
+        return with_slinky_nodes(config, tuple(nodes))
     return tuple(nodes)
 
 
@@ -231,6 +244,15 @@ def build_rate_rows(config: SimConfig) -> tuple[RateRow, ...]:
     ]
     if change is not None:  # the A100 Slurm price rises inside the window
         rows.insert(1, RateRow("a100", "slurm", "", change, None, "2.75", "EUR"))
+    if config.autodetect_gpu_types:
+        # AutoDetect=nvml's type names (nvidia_a100-sxm4-80gb …) are the model of a Slurm run
+        # typed by them: a row per name as printed, at its model's price; the short names stay
+        # for runs without a type (shards: the node's model)
+        from simulator.autodetect import GresNames
+
+        names = GresNames(autodetect=True)
+        rows += [RateRow(names.whole(r.gpu_model), *astuple(r)[1:]) for r in rows
+                 if r.domain == "slurm"]
     return tuple(rows)
 
 

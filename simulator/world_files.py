@@ -25,6 +25,7 @@ from simulator.world import (
     GPU_MODEL_NAMES,
     KUEUE_FLAVORS,
     NAMESPACES,
+    Node,
     World,
 )
 
@@ -39,7 +40,7 @@ def write_static_files(world: World, out_dir: Path) -> None:
         shared = tuple(s.node for s in world.sharing.nodes) if world.sharing else ()
         for n in (*world.nodes, *shared):
             for i, uuid in enumerate(n.gpu_uuids):
-                out.writerow((n.name, n.pool, n.gpu_model, n.gpu_count, i, uuid,
+                out.writerow((n.name, inventory_pool(n), n.gpu_model, n.gpu_count, i, uuid,
                               n.slurm_partition))
     with open_output(out_dir / "identity_map.csv", compress=False) as fh:
         out = csv.writer(fh, lineterminator="\n")
@@ -62,6 +63,15 @@ def write_static_files(world: World, out_dir: Path) -> None:
             out.writerow((r.gpu_model, r.domain, r.qos,
                           r.valid_from.isoformat() if r.valid_from else "",
                           r.valid_to.isoformat() if r.valid_to else "", r.rate, r.currency))
+
+
+def inventory_pool(node: Node) -> str:
+    """nodes.csv's pool: a Slinky node is a Kubernetes node, which Slurm also lists by the same
+    name in DaemonSet mode (then ``shared``, as gpuledger's inventory merge calls a node both
+    scontrol and kube-state-metrics list); its Slurm node ``slinky-N`` is no host of its own."""
+    if not node.slinky:
+        return node.pool
+    return "kubernetes" if node.slurm_name else "shared"
 
 
 def command_line(cfg: SimConfig, out: str) -> str:
@@ -87,6 +97,14 @@ def command_line(cfg: SimConfig, out: str) -> str:
         parts.append("--realistic")
     if cfg.shared_gpus:
         parts.append("--shared-gpus")
+    if cfg.slinky_nodes:
+        parts.append(f"--slinky-nodes {cfg.slinky_nodes}")
+    elif cfg.slinky_share:
+        parts.append(f"--slinky-nodes {cfg.slinky_share}")
+    if cfg.slinky and cfg.slinky_mode != SimConfig.slinky_mode:
+        parts.append(f"--slinky-mode {cfg.slinky_mode}")
+    if cfg.autodetect_gpu_types:
+        parts.append("--autodetect-gpu-types")
     if cfg.kueue_snapshot_every != (3600 if cfg.realistic else 0):
         parts.append(f"--kueue-snapshot-every {cfg.kueue_snapshot_every // 60}")
     if cfg.site_db != SimConfig.site_db:
@@ -142,6 +160,25 @@ def _real_shapes(world: World, layouts: dict[str, int]) -> dict[str, object]:
     }
 
 
+def autodetect_block() -> dict[str, object]:
+    """world.json ``autodetect_gpu_types``: the GRES type names Slurm prints."""
+    from simulator.autodetect import GresNames
+
+    names = GresNames(autodetect=True)
+    return {
+        "gres_types": {m: names.whole(m) for m in GPU_MODEL_NAMES},
+        "mig_types": {m: names.mig(m, "<profile>") for m in GPU_MODEL_NAMES},
+        "source": "Slurm AutoDetect=nvml (gpu_nvml.c): the NVML device name lower case, "
+                  "spaces as _; a MIG device: the name cut at its first -, _ and the profile "
+                  "(tests/fixtures/slurm/autodetect/README.md)",
+        "rate_card": "every slurm row again under each type name as printed (the ledger "
+                     "prices a typed run by its type; the short names stay for untyped GPUs: "
+                     "shards take the node's model)",
+        "truth": "gpu_seconds_priced.csv names a typed Slurm run's model as the ledger reads "
+                 "it: the type, a MIG type's prefix",
+    }
+
+
 def realistic_block(world: World, irr: Irregularities,
                     plantings: Plantings) -> dict[str, object]:
     """world.json ``realistic``: what --realistic added (docs/simulator-shapes.md)."""
@@ -166,7 +203,8 @@ def realistic_block(world: World, irr: Irregularities,
 def write_world_json(world: World, irr: Irregularities, plantings: Plantings,
                      summary: dict[str, object], out_dir: Path,
                      layouts: dict[str, int] | None = None,
-                     shared_gpus: dict[str, object] | None = None) -> None:
+                     shared_gpus: dict[str, object] | None = None,
+                     slinky: dict[str, object] | None = None) -> None:
     """world.json: the config, window, inventory, queues, planted faults and decoys,
     conventions, the commands the dumps stand for, and the run's summary."""
     cfg = world.config
@@ -284,5 +322,9 @@ def write_world_json(world: World, irr: Irregularities, plantings: Plantings,
         doc["realistic"] = realistic_block(world, irr, plantings)
     if shared_gpus is not None:  # --shared-gpus, absent otherwise
         doc["shared_gpus"] = shared_gpus
+    if slinky is not None:  # --slinky-nodes, absent otherwise
+        doc["slinky"] = slinky
+    if cfg.autodetect_gpu_types:  # absent otherwise
+        doc["autodetect_gpu_types"] = autodetect_block()
     with open_output(out_dir / "world.json", compress=False) as fh:
         fh.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

@@ -106,7 +106,8 @@ def conservation_breaks(path: "os.PathLike[str]") -> list[tuple]:
             return []
         sql = load_sql("gpu_conservation_hourly_check")
         rows = con.execute(f"SELECT * FROM ({sql}) WHERE problem IN {PHYSICS}",
-                           {"first_day": date(1970, 1, 1), "end_day": date(9999, 1, 1)})
+                           {"first_day": date(1970, 1, 1), "end_day": date(9999, 1, 1),
+                            "tolerance_s": 0})
         return rows.fetchall()
     except duckdb.Error:
         return []

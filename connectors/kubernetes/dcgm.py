@@ -33,6 +33,9 @@ Labels (dcgm-exporter ``render_metrics`` template plus the Kubernetes / HPC mapp
   An unprefixed ``pod`` naming a dcgm-exporter pod is never taken as a holder.
 * Samples without any holder label are attributed to a pod only where one pod holds every GPU of
   the node (``dcgm_attribution.py``; ``attribution`` says which rows).
+* DRA (``--kubernetes-enable-dra``): ``dra_claim_name``, ``dra_claim_namespace``,
+  ``dra_driver_name``, ``dra_pool_name``, ``dra_device_name``, ``dra_mig_profile``,
+  ``dra_mig_device_uuid`` are kept on each row (``dcgm_dra.py``): a reading names its claim.
 
 Labels that look like holder labels but are not recognised are reported in the returned warnings
 (never silently dropped); so are missing metrics and exporter-label situations.
@@ -46,6 +49,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from connectors.kubernetes.dcgm_attribution import attribute_samples
+from connectors.kubernetes.dcgm_dra import DRA_COLUMNS
 from connectors.kubernetes.dcgm_metric_choice import choose_samples
 from connectors.kubernetes.dcgm_mig import with_mig_parents
 from connectors.kubernetes.dcgm_names import (
@@ -168,6 +172,7 @@ def _normalise(frame: pl.DataFrame, variant: Variant, warnings: list[str],
         holder("container", "container_name").alias("container"),
         label(frame, "pod_uid").alias("pod_uid"),
         label(frame, "hpc_job").alias("hpc_job"),
+        *[label(frame, c).alias(c) for c in DRA_COLUMNS],  # the pod's claim and device
         pl.lit(variant.family).alias("metric"),
         pl.lit(metric).alias("variant"),
         pl.lit(variant.rank).alias("rank"),
@@ -312,6 +317,7 @@ def gpu_utilization(
         pl.col("value").mean().alias("busy_fraction"),
         pl.len().cast(pl.Int64).alias("samples"),
         pl.col("metric").max(),  # "DCGM_FI_PROF..." sorts after "DCGM_FI_DEV..."
+        *[pl.col(c).drop_nulls().first() for c in DRA_COLUMNS if c in samples.columns],
     )
     out = conform(rows, GPU_UTILIZATION_SCHEMA)
     return (

@@ -10,9 +10,11 @@ Allocation = what the scheduler gave a pod, not what it used: the pod's *effecti
 standing in for a missing request), counted only at samples where
 
 * the pod is bound to a node (a non-empty ``node`` -- Prometheus drops ``node=""``, so the label
-  is absent while the pod is Pending; ``kube_pod_info``'s node where the request series have
-  none, as in KSM v2.0's init-container metrics), and
-* ``kube_pod_status_phase{phase="Running"}`` is 1 at that scrape.
+  is absent until the scheduler binds the pod; ``kube_pod_info``'s node where the request series
+  have none, as in KSM v2.0's init-container metrics), and
+* ``kube_pod_status_phase{phase="Running"}`` is 1 at that scrape, or ``{phase="Pending"}`` is 1
+  at or after the pod's ``kube_pod_start_time`` (the kubelet admitted it and allocated its
+  devices; it is pulling images or running init containers: ksm_boundaries.py).
 
 KSM reports requests for every pod object in every phase, until deletion (Job TTL), so the phase
 gate matters: a Succeeded pod that is kept for 10 minutes holds no GPU.
@@ -24,16 +26,17 @@ retry has a new key, so its own rows.
 
 Interval convention (per pod key, ksm_boundaries.py)::
 
-    [kube_pod_start_time | first Running sample, kube_pod_completion_time | last Running sample + Δ)
+    [kube_pod_start_time | first held sample, kube_pod_completion_time | last held sample + Δ)
     clipped to [start, end)
 
-The exact times are used where they agree with the samples (no scrape between the start time and
-the first Running sample saw the pod in another phase -- on a regular grid: within one scrape
-interval Δ before it; likewise the completion after the last; never more than 2 Δ away) and with
-the other pods on the node; otherwise the scrape grid, and each row records which
-(``start_source``, ``end_source``). A new interval starts after
-a gap of more than 2 Δ between Running samples (no data is not "running"), or when the pod's
-node or GPU count changes. Δ is the median spacing of the pod's own KSM samples unless given.
+The exact times are used where they agree with the samples (the first scrape after the start
+time shows the pod on its node, Pending or Running -- on a regular grid: within one scrape
+interval Δ before it; likewise the completion after the last Running sample; never more than
+2 Δ away) and with the other pods on the node; otherwise the scrape grid, and each row records
+which (``start_source``, ``end_source``) and its first Running scrape (``first_running_ts``: the
+start-up ends there). A new interval starts after a gap of more than 2 Δ between held samples
+(no data is not "running"), or when the pod's node or GPU count changes. Δ is the median
+spacing of the pod's own KSM samples unless given.
 
 Error bound on the grid: the true start t0 lies in (first - Δ, first] and the true end t1 in
 (last, last + Δ], so each grid end is off by less than one Δ, plus the delay between the
@@ -85,6 +88,7 @@ from connectors.kubernetes.records import (
     conform,
     empty,
     keep_rejects,
+    label,
 )
 
 __all__ = [
@@ -98,6 +102,7 @@ log = logging.getLogger(__name__)
 GPU_RESOURCE = "nvidia_com_gpu"  # KSM sanitises nvidia.com/gpu
 # the families this reader needs besides ksm_pods.GPU_METRICS (`gpuledger doctor` checks them)
 PHASE_METRIC = "kube_pod_status_phase"
+HELD_PHASES = ("Running", "Pending")  # Pending: from the pod's start time on, bound
 POD_INFO_METRIC = "kube_pod_info"
 NODE_CAPACITY_METRIC = "kube_node_status_capacity"
 DEFAULT_INTERVAL = timedelta(seconds=30)  # only when nothing can be inferred at all
@@ -189,22 +194,25 @@ def read_window(start: datetime, end: datetime,
 
 
 def _running(phase: pl.DataFrame, rejects: list[pl.DataFrame] | None) -> pl.DataFrame:
-    """(uid, ts) -> running, from ``kube_pod_status_phase{phase="Running"}`` samples."""
+    """(uid, ts) -> running, pending, from ``kube_pod_status_phase{phase=~"Running|Pending"}``
+    samples (null where that phase's series was not scraped)."""
     bad = pl.lit(False)
     for cond, reason in PHASE_REASONS:
         keep_rejects(rejects, phase.filter(~bad & cond), COMPONENT, reason)
         bad = bad | cond
     ok = phase.filter(~bad)
+    name = label(ok, "phase")
     return ok.group_by(["_key", "ts"]).agg(
-        (pl.col("value") == 1).any().alias("running")).rename({"_key": "uid"})
+        *[pl.when((name == p).any()).then(((name == p) & (pl.col("value") == 1)).any())
+          .alias(p.lower()) for p in HELD_PHASES]).rename({"_key": "uid"})
 
 
 def _fill_nodes(source: MetricsSource, pods: pl.DataFrame, node_jobs: set[str | None],
                 q0: datetime, q1: datetime) -> pl.DataFrame:
-    """Running pods whose request series have no node take ``kube_pod_info``'s at that scrape
-    (KSM v2.0 init-container requests carry no node label)."""
-    missing = pods.filter(pl.col("running").fill_null(False) & pl.col("node").is_null()
-                          & (pl.col("gpus") > 0))
+    """Running or Pending pods whose request series have no node take ``kube_pod_info``'s at
+    that scrape (KSM v2.0 init-container requests carry no node label)."""
+    phase = pl.col("running").fill_null(False) | pl.col("pending").fill_null(False)
+    missing = pods.filter(phase & pl.col("node").is_null() & (pl.col("gpus") > 0))
     if missing.height == 0:
         return pods
     keys = missing["uid"].unique().sort().to_list()
@@ -278,7 +286,8 @@ def _pod_allocations(source: MetricsSource, start: datetime, end: datetime, q0: 
                      f"{samples.synthetic} GPU pods keyed by namespace/pod@creation time "
                      "(kube_pod_created) in the uid column")
     keys = rows["_key"].unique().sort().to_list()
-    phase = read_keys(source, PHASE_METRIC, keys, q0, q1, 'phase="Running"')
+    phase = read_keys(source, PHASE_METRIC, keys, q0, q1,
+                      f'phase=~"{"|".join(HELD_PHASES)}"')
     if phase.height == 0:
         found.append('kube_pod_status_phase{phase="Running"}: no samples; no pod counted as '
                      "Running")
@@ -300,7 +309,10 @@ def _pod_allocations(source: MetricsSource, start: datetime, end: datetime, q0: 
     else:
         intervals = pods.select("uid").unique().with_columns(
             interval=_interval_expr(scrape_interval))
-    held = pods.filter(pl.col("running").fill_null(False))["uid"].unique().sort().to_list()
+    # a bound Pending pod holds its GPUs from its start time (ksm_boundaries._holding)
+    held = pods.filter(pl.col("running").fill_null(False) | (
+        pl.col("pending").fill_null(False) & pl.col("node").is_not_null()
+        & (pl.col("gpus") > 0)))["uid"].unique().sort().to_list()
     starts = exact_times(read_for_uids(source, START_TIME, held, q0, q1), "last")
     completions = exact_times(read_for_uids(source, COMPLETION_TIME, held, q0, q1), "max")
     runs = pod_intervals(pods, intervals, starts, completions, start, end, found)

@@ -1,17 +1,21 @@
 """Pod allocation intervals from held samples, with exact ends where kube-state-metrics has them.
 
-A *run* is a stretch of a pod's held samples (Running, bound, GPUs > 0) without a gap of more
-than 2 scrape intervals Δ and without a change of namespace, pod, node or GPUs. On the scrape
-grid a run is ``[first sample, last sample + Δ)``. Exact ends replace the grid where they are
-consistent with the samples (docs/kubernetes.md, "Pod boundaries"):
+A pod *holds* its GPUs at a scrape where it requests GPUs (> 0), is bound to a node, and is either
+Running or Pending at or after its ``kube_pod_start_time`` -- the kubelet's admission, when the
+device manager allocated the GPUs: image pulls and init containers are start-up, not free GPUs
+(docs/kubernetes.md, "Pod boundaries"). A bound Pending pod without a start time (not admitted
+yet, or the metric not scraped), an unbound Pending pod and a pod in a terminal phase hold nothing.
 
-* start = ``kube_pod_start_time`` (unix seconds; the pod's ``status.startTime``) for the
-  pod's first run when ``first - 2 Δ < start_time <= first`` (within one scrape interval of
-  the first Running sample, allowing one missed scrape as runs do) and no scrape after it
-  showed the pod in another phase than Running (the kubelet sets startTime when it admits the
-  pod, before image pulls and init containers: where a scrape saw the pod still Pending after
-  it, it is not when the pod began to run, and Pending pods hold no GPU), and it does not lie
-  in the scrape-grid end of another pod on the node (``_shared_grid_ends``);
+A *run* is a stretch of a pod's held samples without a gap of more than 2 scrape intervals Δ and
+without a change of namespace, pod, node or GPUs. On the scrape grid a run is ``[first sample,
+last sample + Δ)``. Exact ends replace the grid where they are consistent with the samples:
+
+* start = ``kube_pod_start_time`` (unix seconds; the pod's ``status.startTime``) for the pod's
+  first run when ``first - 2 Δ < start_time <= first`` (the first scrape after the admission
+  showed the pod on its node, allowing one missed scrape as runs do; every scrape from there to
+  the first Running one showed it held, by the run), no scrape after it showed the pod neither
+  Running nor Pending on a node, and it does not lie in the scrape-grid end of another pod on
+  the node (``_shared_grid_ends``);
 * end = ``kube_pod_completion_time`` (the last container's finish, unix seconds) for the pod's
   last run when ``last < completion <= last + 2 Δ`` and no later scrape showed the pod before it
   (on a regular grid: within the next scrape interval).
@@ -19,7 +23,10 @@ consistent with the samples (docs/kubernetes.md, "Pod boundaries"):
 Otherwise the grid end stands, and a start/completion time that was there but failed the test
 is reported (how many, and why). Each row says which end it used: ``start_source`` /
 ``end_source`` in ``kube_pod_start_time``, ``kube_pod_completion_time``, ``scrape_grid``, or
-``window`` where the row is clipped to the read window (the pod ran on beyond it).
+``window`` where the row is clipped to the read window (the pod ran on beyond it), and
+``first_running_ts``: the run's first Running scrape (null: the pod never ran in it, e.g. an image
+that never pulled; the time before it is the pod's start-up), given only where it lies at or after
+the window's start (an earlier one is a window before this one's to name).
 """
 
 from __future__ import annotations
@@ -38,8 +45,9 @@ _US = 1_000_000
 
 _START_WHY = (
     ("late", "after the first Running sample"),
-    ("early", "more than 2 scrape intervals before the first Running sample"),
-    ("pending", "before a scrape that shows the pod not yet Running"),
+    ("early", "more than 2 scrape intervals before the first scrape that shows the pod on its "
+              "node"),
+    ("unbound", "before a scrape that shows the pod neither Running nor Pending on a node"),
     ("shared", "inside the scrape-grid end of another pod on the node"),
 )
 _END_WHY = (
@@ -80,10 +88,12 @@ def _runs(held: pl.DataFrame, start: datetime, end: datetime) -> pl.DataFrame:
         brk = brk | pl.col(c).ne_missing(pl.col(c).shift(1).over(KEY))
     s = s.with_columns(run=brk.cum_sum())
     inside = (pl.col("ts") >= start) & (pl.col("ts") < end)
+    running = pl.col("running").fill_null(False)
     runs = s.group_by("run", maintain_order=True).agg(
         *[pl.col(c).first() for c in (*KEY, *VALUES)],
         pl.col("ts").min().alias("first"), pl.col("ts").max().alias("last"),
-        pl.col("interval").last(), inside.sum().cast(pl.Int64).alias("samples"),
+        pl.col("ts").filter(running).min().alias("first_running"),
+        pl.col("interval").last(), (inside & running).sum().cast(pl.Int64).alias("samples"),
     )
     return runs.with_columns(
         is_first=pl.col("run") == pl.col("run").min().over(KEY),
@@ -92,9 +102,10 @@ def _runs(held: pl.DataFrame, start: datetime, end: datetime) -> pl.DataFrame:
 
 
 def _neighbours(runs: pl.DataFrame, samples: pl.DataFrame) -> pl.DataFrame:
-    """Per run: ``prev_other`` (last scrape before the run showing the pod in another phase
-    than Running) and ``next_any`` (the pod's first scrape after the run)."""
-    other = (samples.filter(pl.col("running") == False)  # noqa: E712 (null = no phase seen)
+    """Per run: ``prev_other`` (last scrape before the run showing the pod neither Running nor
+    Pending on a node after its admission) and ``next_any`` (the pod's first scrape after the
+    run)."""
+    other = (samples.filter(pl.col("_seen") & ~pl.col("_active"))
              .select("uid", pl.col("ts").alias("prev_other"), pl.col("ts").alias("_t"))
              .unique().sort("_t"))
     runs = runs.sort("first").join_asof(
@@ -105,6 +116,23 @@ def _neighbours(runs: pl.DataFrame, samples: pl.DataFrame) -> pl.DataFrame:
     return runs.sort("last").join_asof(
         later, left_on="last", right_on="_t", by="uid", strategy="forward",
         allow_exact_matches=False, check_sortedness=False).drop("_t")
+
+
+def _holding(samples: pl.DataFrame, starts: pl.DataFrame) -> pl.DataFrame:
+    """`samples` with ``st`` (the pod's start time), ``_seen`` (a phase was scraped),
+    ``_active`` (Running, or Pending on a node at or after the start time) and ``_hold``
+    (active with GPUs > 0)."""
+    if "pending" not in samples.columns:
+        samples = samples.with_columns(pending=pl.lit(None, dtype=pl.Boolean))
+    samples = samples.join(starts.rename({"exact": "st"}), on="uid", how="left")
+    running, pending = pl.col("running"), pl.col("pending")
+    admitted = pl.col("node").is_not_null() & pl.col("st").is_not_null() & (
+        pl.col("ts") >= pl.col("st"))
+    active = running.fill_null(False) | (pending.fill_null(False) & admitted)
+    return samples.with_columns(
+        _seen=running.is_not_null() | pending.is_not_null(), _active=active,
+        _hold=active & pl.col("node").is_not_null() & (pl.col("gpus") > 0),
+    )
 
 
 def _shared_grid_ends(runs: pl.DataFrame) -> pl.DataFrame:
@@ -132,16 +160,16 @@ def pod_intervals(samples: pl.DataFrame, intervals: pl.DataFrame, starts: pl.Dat
                   completions: pl.DataFrame, start: datetime, end: datetime,
                   notes: list[str]) -> pl.DataFrame:
     """Allocation rows from pod samples (uid, gpu_resource, ts, namespace, pod, node, gpus,
-    sharing, slice_profile, running).
+    sharing, slice_profile, running, pending: the phase at that scrape, null where none was
+    scraped).
 
     `intervals`: uid -> interval (Δ); `starts` / `completions`: uid -> exact (``exact_times``).
-    Returns uid, namespace, pod, node, gpus, start_ts, end_ts, samples, scrape_interval_s,
-    start_source, end_source; rows clipped to ``[start, end)``, empty ones dropped.
+    Returns uid, namespace, pod, node, gpus, start_ts, end_ts, samples (Running samples inside
+    the window), scrape_interval_s, start_source, end_source, first_running_ts; rows clipped to
+    ``[start, end)``, empty ones dropped.
     """
-    held = samples.filter(
-        pl.col("running").fill_null(False) & pl.col("node").is_not_null()
-        & (pl.col("gpus") > 0)
-    ).join(intervals, on="uid", how="left")
+    samples = _holding(samples, starts)
+    held = samples.filter(pl.col("_hold")).join(intervals, on="uid", how="left")
     if held.height == 0:
         return pl.DataFrame()
     runs = _neighbours(_runs(held, start, end), samples)
@@ -159,7 +187,7 @@ def pod_intervals(samples: pl.DataFrame, intervals: pl.DataFrame, starts: pl.Dat
     start_why = {
         "late": st > first,
         "early": st <= first - 2 * d,
-        "pending": pl.col("prev_other").is_not_null() & (st <= pl.col("prev_other")),
+        "unbound": pl.col("prev_other").is_not_null() & (st <= pl.col("prev_other")),
         "shared": pl.col("_shared"),
     }
     start_ok = pl.col("is_first") & st.is_not_null() & ~pl.any_horizontal(start_why.values())
@@ -179,9 +207,11 @@ def pod_intervals(samples: pl.DataFrame, intervals: pl.DataFrame, starts: pl.Dat
         end_source=pl.when(pl.col("e0") > hi).then(pl.lit(WINDOW))
         .otherwise(pl.col("end_source")),
         scrape_interval_s=d.dt.total_microseconds() / _US,
+        # one seen before the window is an earlier window's (the pod was Running at its start)
+        first_running_ts=pl.when(pl.col("first_running") >= lo).then(pl.col("first_running")),
     ).filter(pl.col("end_ts") > pl.col("start_ts"))
     return out.select(*KEY, *VALUES, "start_ts", "end_ts", "samples", "scrape_interval_s",
-                      "start_source", "end_source")
+                      "start_source", "end_source", "first_running_ts")
 
 
 def _report(runs: pl.DataFrame, start_why: dict, end_why: dict, start: datetime,

@@ -58,6 +58,9 @@ POD_GPU_ALLOCATION_SCHEMA = {
     "gpu_resource": pl.String,
     "sharing": pl.String,
     "slice_profile": pl.String,
+    # the interval's first Running scrape; [start_ts, it) is the pod's start-up (image pulls,
+    # init containers: admitted, GPUs held); null: never Running in it (docs/kubernetes.md)
+    "first_running_ts": TS,
 }
 
 NODE_GPU_CAPACITY_SCHEMA = {
@@ -92,6 +95,15 @@ GPU_UTILIZATION_SCHEMA = {
     # exporter_labels: the exporter's own holder labels; sole_pod_on_node: no holder labels, the
     # only pod holding every GPU of the node (dcgm_attribution); null: no holder (idle/unknown)
     "attribution": pl.String,
+    # dcgm-exporter --kubernetes-enable-dra (4.3+): the pod's ResourceClaim and device, as the
+    # exporter's labels name them (connectors/kubernetes/dcgm_dra.py); null without DRA
+    "dra_claim_namespace": pl.String,
+    "dra_claim_name": pl.String,
+    "dra_driver_name": pl.String,
+    "dra_pool_name": pl.String,
+    "dra_device_name": pl.String,
+    "dra_mig_profile": pl.String,
+    "dra_mig_device_uuid": pl.String,
 }
 
 GPU_BUSY_DAILY_SCHEMA = {

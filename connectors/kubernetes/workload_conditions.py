@@ -17,6 +17,10 @@ Every field is read through ``workload_fields`` so a bad item raises ``BadField`
   (``max(max(init containers), sum(containers) + sum(sidecars))``), else from the admission's
   ``resourceUsage`` (or ``status.resourceRequests``) divided by the pod count, which is where a
   DRA claim's devices appear.
+* **Elastic jobs** (``ElasticJobsViaWorkloadSlices``): ``elastic`` (annotation
+  ``kueue.x-k8s.io/elastic-job`` "true"), ``slice_of`` (``workload-slice-replacement-for``, the
+  slice a scale-up replaces, ``namespace/name``) and ``slice_name`` (``workload-slice-name``, the
+  chain's first slice, Kueue >= 0.16).
 """
 
 from __future__ import annotations
@@ -66,7 +70,13 @@ WORKLOAD_TYPES = {
     "eviction_count_source": pl.String, "eviction_reasons": pl.String,
     "requeue_count": pl.Int32, "requeue_at": TS, "finished": pl.Boolean, "finished_at": TS,
     "finished_reason": pl.String, "pending_message": pl.String, "source_file": pl.String,
+    "elastic": pl.Boolean, "slice_of": pl.String, "slice_name": pl.String,
 }
+# Kueue elastic jobs (pkg/constants ElasticJobAnnotation, pkg/workloadslicing
+# WorkloadSliceReplacementFor, apis/kueue/v1beta2 WorkloadSliceNameAnnotation)
+ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"
+SLICE_REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
+SLICE_NAME = "kueue.x-k8s.io/workload-slice-name"
 
 
 class _Condition:
@@ -165,6 +175,7 @@ def workload_row(item: object, source_file: str,
     name = string(meta, "name", "metadata", required=True, nonempty=True)
     namespace = string(meta, "namespace", "metadata", required=True, nonempty=True)
     labels = obj(meta, "labels", "metadata") or {}
+    notes = obj(meta, "annotations", "metadata") or {}
     owners = objects(meta, "ownerReferences", "metadata")
     owner = next((o for o in owners if o.get("controller") is True), owners[0] if owners else {})
     opath = f"metadata.ownerReferences[{owners.index(owner)}]" if owner else ""
@@ -304,6 +315,9 @@ def workload_row(item: object, source_file: str,
         "finished_reason": finished_reason if finished else None,
         "pending_message": quota_msg if "QuotaReserved" in conditions and not quota else None,
         "source_file": source_file,
+        "elastic": string(notes, ELASTIC_JOB, "metadata.annotations") == "true",
+        "slice_of": string(notes, SLICE_REPLACEMENT_FOR, "metadata.annotations") or None,
+        "slice_name": string(notes, SLICE_NAME, "metadata.annotations") or None,
     }
 
 

@@ -96,15 +96,29 @@ sched_groups AS (
 pod_sched AS (
     -- each pod's scheduler gang: a PodGroup (the runtime object) before a Workload's pod group,
     -- the latest created before the pod started (a Job name used again is another gang)
-    SELECT m.cluster, m.uid,
-        arg_max(g.group_key, (g.kind = 'PodGroup',
-            coalesce(g.created_at <= m.first_start, FALSE),
-            coalesce(g.created_at, TIMESTAMP '1970-01-01'))) AS group_key
-    FROM pod_meta AS m
-    INNER JOIN sched_groups AS g
-        ON (g.cluster = m.cluster OR g.cluster = '') AND g.namespace = m.namespace
-        AND (g.job_name = m.owner_job OR g.pod_label = m.pod_group_label)
-    GROUP BY m.cluster, m.uid
+    SELECT cluster, uid, pick.k AS group_key, pick.c AS group_cluster
+    FROM (
+        SELECT cluster, uid,
+            arg_max({'c': g_cluster, 'k': group_key}, (kind = 'PodGroup',
+                coalesce(created_at <= first_start, FALSE),
+                coalesce(created_at, TIMESTAMP '1970-01-01'), g_cluster)) AS pick
+        FROM (
+            SELECT m.cluster, m.uid, m.first_start, g.cluster AS g_cluster, g.group_key, g.kind,
+                g.created_at
+            FROM pod_meta AS m
+            INNER JOIN sched_groups AS g
+                ON g.namespace = m.namespace AND g.job_name = m.owner_job
+                AND (g.cluster = m.cluster OR g.cluster = '')
+            UNION ALL
+            SELECT m.cluster, m.uid, m.first_start, g.cluster, g.group_key, g.kind,
+                g.created_at
+            FROM pod_meta AS m
+            INNER JOIN sched_groups AS g
+                ON g.namespace = m.namespace AND g.pod_label = m.pod_group_label
+                AND (g.cluster = m.cluster OR g.cluster = '')
+        )
+        GROUP BY cluster, uid
+    )
 ),
 
 members AS (
@@ -124,8 +138,8 @@ members AS (
     LEFT JOIN all_workloads AS w ON w.namespace = a.k8s_namespace AND w.name = a.job_id
     LEFT JOIN pod_meta AS m ON m.cluster = a.cluster AND m.uid = a.source_key
     LEFT JOIN pod_sched AS ps ON ps.cluster = a.cluster AND ps.uid = a.source_key
-    LEFT JOIN sched_groups AS sg ON sg.group_key = ps.group_key
-        AND (sg.cluster = a.cluster OR sg.cluster = '')
+    LEFT JOIN sched_groups AS sg
+        ON sg.group_key = ps.group_key AND sg.cluster = ps.group_cluster
     WHERE a.domain = 'kubernetes' AND a.day >= $scan_first AND a.day <= $scan_last
 ),
 
@@ -184,17 +198,22 @@ jobset_sizes AS (
 ),
 
 pods AS (
-    -- every piece with its gang: gang_key, the gang's name and its size
+    -- every piece with its gang: gang_key, the gang's name and its size (an elastic job's
+    -- pieces: their own slice's size; a gang is kept when any of its sizes is above 1)
     SELECT * FROM (
         SELECT m.*,
             CASE WHEN m.wl_uid IS NOT NULL THEN 'Workload'
+                WHEN m.sg_key IS NOT NULL THEN 'PodGroup'
                 WHEN m.jobset_name IS NOT NULL THEN 'JobSet'
                 WHEN m.owner_job IS NOT NULL THEN 'Job' END AS gang_kind,
             CASE WHEN m.wl_uid IS NOT NULL THEN m.wl_uid
+                WHEN m.sg_key IS NOT NULL THEN m.sg_key
                 ELSE m.cluster || '/' || m.k8s_namespace || '/'
                     || coalesce(m.jobset_name, m.owner_job) END AS workload_uid,
-            coalesce(m.jobset_name, m.owner_job) AS gang_name,
+            CASE WHEN m.wl_uid IS NULL AND m.sg_key IS NOT NULL THEN m.sg_name
+                ELSE coalesce(m.jobset_name, m.owner_job) END AS gang_name,
             CASE WHEN m.wl_uid IS NOT NULL THEN m.wl_wanted
+                WHEN m.sg_key IS NOT NULL THEN m.sg_wanted
                 WHEN m.jobset_name IS NOT NULL THEN jss.size
                 ELSE js.size END AS pods_wanted
         FROM members AS m
@@ -205,28 +224,29 @@ pods AS (
             ON m.wl_uid IS NULL AND jss.cluster = m.cluster AND jss.namespace = m.k8s_namespace
             AND jss.jobset_name = m.jobset_name
     )
-    WHERE pods_wanted > 1
+    QUALIFY max(pods_wanted) OVER (PARTITION BY workload_uid) > 1
 ),
 
 workloads AS (
-    -- one row per gang: its Workload's fields where it has one
+    -- one row per gang: its Workload's fields where it has one (an elastic job: its first
+    -- slice's; an attempt is judged by its own slice, attempt_slices)
     SELECT p.workload_uid AS uid, any_value(p.gang_kind) AS gang_kind,
-        any_value(p.gang_name) AS gang_name, any_value(p.pods_wanted) AS pods_wanted,
+        any_value(p.gang_name) AS gang_name, max(p.pods_wanted) AS pods_wanted,
         any_value(p.k8s_namespace) AS namespace,
         coalesce(any_value(w.name), any_value(p.gang_name)) AS name,
-        any_value(w.admitted_at) AS admitted_at, any_value(w.pods_ready_at) AS pods_ready_at,
-        any_value(w.eviction_reasons) AS eviction_reasons
+        any_value(w.eviction_reasons) AS eviction_reasons,
+        any_value(p.sg_evidence) AS sg_evidence
     FROM pods AS p
     LEFT JOIN all_workloads AS w ON w.uid = p.wl_uid
     GROUP BY p.workload_uid
 ),
 
 gang_waiting AS (
-    -- the waiting members of the gangs without a Workload
+    -- the waiting members of the gangs of a JobSet or Job alone
     SELECT g.uid AS workload_uid, x.uid AS pod_uid, x.first_seen, x.last_seen
     FROM workloads AS g
     INNER JOIN waiting AS x
-        ON g.gang_kind <> 'Workload'
+        ON g.gang_kind IN ('JobSet', 'Job')
         AND g.uid = x.cluster || '/' || x.namespace || '/' || coalesce(x.jobset_name, x.owner_job)
 ),
 
@@ -238,7 +258,7 @@ candidates AS (
     SELECT workload_uid
     FROM pods
     GROUP BY workload_uid
-    HAVING count(*) < any_value(pods_wanted)
+    HAVING count(*) < max(pods_wanted)
         OR max(start_ts) > min(start_ts)
         OR min(end_ts) <= max(start_ts)
 ),
@@ -283,17 +303,39 @@ attempts AS (
     FROM steps
 ),
 
+attempt_spans AS (
+    SELECT workload_uid, attempt_no, min(ts) AS attempt_start,
+        max(next_ts) FILTER (WHERE running > 0) AS attempt_end
+    FROM attempts
+    GROUP BY workload_uid, attempt_no
+),
+
+attempt_slices AS (
+    -- the Kueue Workload an attempt is judged by: the gang's own, or for an elastic job the
+    -- slice in force when the attempt started (the latest created by then, else the first)
+    SELECT s.workload_uid, s.attempt_no,
+        coalesce(arg_max(w.uid, w.created_at) FILTER (WHERE w.created_at <= s.attempt_start),
+            arg_min(w.uid, w.created_at), any_value(w.uid)) AS slice_uid
+    FROM attempt_spans AS s
+    INNER JOIN all_workloads AS w ON w.gang_uid = s.workload_uid
+    GROUP BY s.workload_uid, s.attempt_no
+),
+
 per_attempt AS (
     SELECT
-        a.workload_uid,
-        a.attempt_no,
-        min(a.ts) AS attempt_start,
-        max(a.next_ts) FILTER (WHERE a.running > 0) AS attempt_end,
-        min(a.ts) FILTER (WHERE a.running >= w.pods_wanted) AS full_at,
-        any_value(w.pods_wanted) AS pods_wanted
-    FROM attempts AS a
-    INNER JOIN workloads AS w ON w.uid = a.workload_uid
-    GROUP BY a.workload_uid, a.attempt_no
+        s.workload_uid,
+        s.attempt_no,
+        s.attempt_start,
+        s.attempt_end,
+        min(a.ts) FILTER (WHERE a.running >= coalesce(sw.pods_wanted, g.pods_wanted)) AS full_at,
+        any_value(coalesce(sw.pods_wanted, g.pods_wanted)) AS pods_wanted,
+        any_value(sl.slice_uid) AS slice_uid
+    FROM attempt_spans AS s
+    INNER JOIN attempts AS a USING (workload_uid, attempt_no)
+    INNER JOIN workloads AS g ON g.uid = s.workload_uid
+    LEFT JOIN attempt_slices AS sl USING (workload_uid, attempt_no)
+    LEFT JOIN all_workloads AS sw ON sw.uid = sl.slice_uid
+    GROUP BY s.workload_uid, s.attempt_no, s.attempt_start, s.attempt_end
 ),
 
 phases AS (
@@ -306,17 +348,17 @@ phases AS (
             AND p.attempt_start >= w.admitted_at
             AND p.attempt_start = min(p.attempt_start) FILTER (
                 WHERE p.attempt_start >= w.admitted_at
-            ) OVER (PARTITION BY p.workload_uid) AS kueue_knows,
+            ) OVER (PARTITION BY p.workload_uid, p.slice_uid) AS kueue_knows,
         date_diff('second', w.admitted_at, w.pods_ready_at) AS ready_lag_seconds
     FROM per_attempt AS p
-    INNER JOIN workloads AS w ON w.uid = p.workload_uid
+    LEFT JOIN all_workloads AS w ON w.uid = p.slice_uid
 ),
 
 partial AS (
     -- the sweep's steps inside the partial phase
     SELECT
         ph.workload_uid, ph.attempt_no, ph.attempt_start, ph.phase_end, ph.full_at,
-        ph.pods_wanted, ph.kueue_knows, ph.ready_lag_seconds,
+        ph.pods_wanted, ph.kueue_knows, ph.ready_lag_seconds, ph.slice_uid,
         max(s.running) AS max_running,
         max(s.gpus_held) AS max_gpus_held,
         sum(s.gpus_held * date_diff('second', s.ts, least(s.next_ts, ph.phase_end)))
@@ -332,7 +374,7 @@ flagged AS (
     SELECT pa.*, wt.pod_uid AS waiting_uid, wt.first_seen AS waiting_since
     FROM partial AS pa
     INNER JOIN workloads AS g ON g.uid = pa.workload_uid
-    -- without a Workload, a member must be seen waiting (Pending, no node) in the phase
+    -- a gang of a JobSet or Job alone: a member must be seen waiting (Pending, no node)
     LEFT JOIN (
         SELECT p.workload_uid, p.attempt_no,
             arg_min(x.pod_uid, x.first_seen) AS pod_uid, min(x.first_seen) AS first_seen
@@ -345,7 +387,7 @@ flagged AS (
     WHERE CASE WHEN pa.kueue_knows THEN pa.ready_lag_seconds
             ELSE date_diff('second', pa.attempt_start, pa.phase_end) - $tolerance_seconds
           END > $gang_grace_seconds
-        AND (g.gang_kind = 'Workload' OR wt.pod_uid IS NOT NULL)
+        AND (g.gang_kind IN ('Workload', 'PodGroup') OR wt.pod_uid IS NOT NULL)
 ),
 
 held AS (
@@ -473,7 +515,9 @@ SELECT
         || CASE WHEN f.kueue_knows
             THEN '; Kueue: PodsReady ' || f.ready_lag_seconds || ' s after admission'
             ELSE '' END AS detail,
-    CASE WHEN w.gang_kind = 'Workload' THEN 'kueue_workloads{uid=' || w.uid || '}'
+    CASE WHEN w.gang_kind = 'Workload'
+            THEN 'kueue_workloads{uid=' || coalesce(f.slice_uid, w.uid) || '}'
+        WHEN w.gang_kind = 'PodGroup' THEN w.sg_evidence
         WHEN w.gang_kind = 'Job' THEN 'k8s_job_specs{cluster='
             || (SELECT any_value(cluster) FROM pods WHERE pods.workload_uid = f.workload_uid)
             || ',namespace=' || w.namespace || ',job_name=' || w.gang_name || '}'

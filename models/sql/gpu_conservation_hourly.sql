@@ -15,7 +15,9 @@
 --     job inside it: Slurm's idle capacity;
 --   unaccounted_gpu_seconds: held by nobody, yet dcgm-exporter saw the GPU busy (busy fraction
 --     above 0): readings whose holder labels name no charged holder, plus unlabelled readings
---     beyond the GPU-time holders held without a reading of their own; at most the free time;
+--     beyond the GPU-time holders held without a reading of their own (less one reading span
+--     per GPU that started or ended being held in the hour: the reading grid's reach); at most
+--     the free time;
 --   idle_gpu_seconds: held by nobody and not seen busy.
 --   capacity_gpu_seconds = charged + conflict + infrastructure + unaccounted + idle.
 -- excess_gpu_seconds: what was charged beyond the GPUs (the second, third … holder of a GPU):
@@ -192,6 +194,10 @@ by_reading AS (
             AS unknown_holder_busy,
         sum(CAST(seconds AS DECIMAL(38, 6)))
             FILTER (WHERE holders = 0 AND busy AND NOT labelled) AS unlabelled_busy,
+        -- the longest such reading: how far one can reach past a holder's end (or before its
+        -- start) on the reading grid
+        max(epoch(span_end - span_start)) FILTER (WHERE holders = 0 AND busy AND NOT labelled)
+            AS unlabelled_span,
         -- the unclaimed busy readings' GPUs, busy GPU-seconds and holder hints
         list_sort(list(DISTINCT gpu_uuid)
             FILTER (WHERE holders = 0 AND busy AND NOT agent_labelled)) AS unclaimed_gpu_uuids,
@@ -208,6 +214,21 @@ by_reading AS (
         sum(CAST(excess_seconds AS DECIMAL(38, 6))) FILTER (WHERE holders > 1) AS gpu_excess
     FROM pieces
     WHERE hour >= CAST($first_day AS TIMESTAMP) AND hour < CAST($end_day AS TIMESTAMP)
+    GROUP BY node, hour
+),
+
+edges AS (
+    -- GPUs that started or ended being held inside the hour: a reading without labels spans up
+    -- to a scrape interval, so at each such edge it may reach that far past the holder
+    SELECT node, hour, sum(gpus) AS edge_gpus
+    FROM (
+        SELECT node, date_trunc('hour', start_ts) AS hour, gpus FROM allocations
+        WHERE day >= $first_day AND day < $end_day AND start_ts > CAST(day AS TIMESTAMP)
+        UNION ALL
+        SELECT node, date_trunc('hour', end_ts - INTERVAL 1 MICROSECOND), gpus FROM allocations
+        WHERE day >= $first_day AND day < $end_day
+            AND end_ts < CAST(day AS TIMESTAMP) + INTERVAL 1 DAY
+    )
     GROUP BY node, hour
 ),
 
@@ -232,6 +253,8 @@ joined AS (
         coalesce(i.invoiced_gpu_seconds, 0) AS invoiced_gpu_seconds,
         coalesce(u.unknown_holder_busy, 0) AS unknown_holder_busy,
         coalesce(u.unlabelled_busy, 0) AS unlabelled_busy,
+        CAST(coalesce(e.edge_gpus, 0) * coalesce(u.unlabelled_span, 0) AS DECIMAL(38, 6))
+            AS edge_slack,
         u.unclaimed_gpu_uuids,
         u.unclaimed_hints,
         u.unclaimed_busy / nullif(u.unclaimed_seconds, 0) AS unclaimed_busy_share,
@@ -241,6 +264,7 @@ joined AS (
     LEFT JOIN invoiced AS i USING (node, hour)
     LEFT JOIN by_reading AS u USING (node, hour)
     LEFT JOIN measured AS m USING (node, hour)
+    LEFT JOIN edges AS e USING (node, hour)
 ),
 
 free AS (
@@ -255,7 +279,7 @@ final AS (
     SELECT
         *,
         greatest(least(free_gpu_seconds, unknown_holder_busy
-                       + greatest(unlabelled_busy - unmeasured_held, 0)), 0)
+                       + greatest(unlabelled_busy - unmeasured_held - edge_slack, 0)), 0)
             AS unaccounted_gpu_seconds
     FROM free
 )

@@ -11,8 +11,9 @@
 --   node name that is a Slinky slurmd pod's on another (Kubernetes) node is not a node of its
 --   own: its GPUs are that node's (slurm_agent_pods.sql), so they are counted once.
 -- slurm_gpus / kubernetes_gpus: the physical GPUs the charged holders of each domain hold in the
---   segment (each allocations row at its own rate physical_gpu_seconds / seconds: whole GPUs,
---   MIG instances as their fraction, time-shared units as their average share of the row);
+--   segment: whole GPUs and MIG instances at their row's rate (physical_gpu_seconds / seconds);
+--   time-shared holders as the GPUs they occupy together (shared_keys below), which is what
+--   allocation_shares.sql splits among them second by second;
 --   agent_gpus: GPUs held by Slinky slurmd pods (Slurm's own agent: not charged).
 WITH capacity AS (
     SELECT
@@ -29,8 +30,9 @@ WITH capacity AS (
 ),
 
 holders AS (
-    -- times cut to the second as the ledger counts them (gpu_seconds = gpus x date_diff of
-    -- second boundaries), so the sweep holds exactly what the rows charge
+    -- whole GPUs and MIG instances at their constant rate (physical_gpu_seconds / seconds); times
+    -- cut to the second as the ledger counts them (gpu_seconds = gpus x date_diff of second
+    -- boundaries), so the sweep holds exactly what the rows charge
     SELECT
         node, cluster, pool, gpu_model, domain, FALSE AS agent,
         greatest(date_trunc('second', start_ts), $from_ts) AS start_ts,
@@ -38,6 +40,7 @@ holders AS (
         CAST(physical_gpu_seconds AS DOUBLE) / date_diff('second', start_ts, end_ts) AS rate
     FROM allocations
     WHERE start_ts < $to_ts AND end_ts > $from_ts AND date_diff('second', start_ts, end_ts) > 0
+        AND coalesce(sharing, '') NOT IN ('time_slicing', 'mps', 'shard')
     UNION ALL
     SELECT
         node, cluster, NULL, NULL, 'kubernetes', TRUE,
@@ -47,11 +50,71 @@ holders AS (
     WHERE start_ts < $to_ts AND end_ts > $from_ts AND coalesce(sharing, '') = ''
 ),
 
+shared_rows AS (
+    SELECT
+        node, cluster, pool, gpu_model, domain, sharing, gpu_uuids, gpus,
+        greatest(date_trunc('second', start_ts), $from_ts) AS start_ts,
+        least(date_trunc('second', end_ts), $to_ts) AS end_ts
+    FROM allocations
+    WHERE start_ts < $to_ts AND end_ts > $from_ts AND date_diff('second', start_ts, end_ts) > 0
+        AND sharing IN ('time_slicing', 'mps', 'shard')
+),
+
+shared_keys AS (
+    -- time-shared holders (replicas, MPS units, shards) share each second of a GPU among the
+    -- holders present (allocation_shares.sql): together they hold a GPU named for them
+    -- (dcgm-exporter, scontrol) while any is on it, and of the node's pool of that mode the
+    -- least of the units present and the pool's GPUs; per domain, so two schedulers time-sharing
+    -- one GPU are a conflict
+    SELECT node, domain, unnest(gpu_uuids) AS gpu_key, 1.0 AS units,
+        CAST(NULL AS DOUBLE) AS pool_gpus, start_ts, end_ts
+    FROM shared_rows
+    WHERE len(coalesce(gpu_uuids, [])) > 0
+    UNION ALL
+    SELECT r.node, r.domain, 'pool:' || r.sharing, CAST(r.gpus AS DOUBLE),
+        CAST(coalesce(l.physical_gpus, c.capacity_gpus, r.gpus) AS DOUBLE), r.start_ts, r.end_ts
+    FROM shared_rows AS r
+    LEFT JOIN (SELECT node, sharing, max(physical_gpus) AS physical_gpus FROM node_gpu_slices
+               WHERE valid_to IS NULL GROUP BY ALL) AS l
+        ON l.node = r.node AND l.sharing = r.sharing
+    LEFT JOIN capacity AS c ON c.node = r.node
+    WHERE len(coalesce(r.gpu_uuids, [])) = 0
+),
+
+shared_steps AS (
+    SELECT node, domain, gpu_key, ts,
+        CASE WHEN pool_gpus IS NULL THEN CASE WHEN units > 1e-9 THEN 1.0 ELSE 0.0 END
+            ELSE least(greatest(units, 0), pool_gpus) END AS occupied
+    FROM (
+        SELECT node, domain, gpu_key, ts, pool_gpus,
+            sum(d) OVER (PARTITION BY node, domain, gpu_key ORDER BY ts) AS units
+        FROM (
+            SELECT node, domain, gpu_key, ts, max(pool_gpus) AS pool_gpus, sum(d) AS d
+            FROM (
+                SELECT node, domain, gpu_key, pool_gpus, start_ts AS ts, units AS d
+                FROM shared_keys
+                UNION ALL
+                SELECT node, domain, gpu_key, pool_gpus, end_ts, -units FROM shared_keys
+            )
+            GROUP BY ALL
+        )
+    )
+),
+
+shared_events AS (
+    -- the change of GPUs the time-shared holders occupy, per node, domain and instant
+    SELECT node, domain, ts,
+        occupied - coalesce(lag(occupied) OVER (PARTITION BY node, domain, gpu_key ORDER BY ts),
+                            0) AS d
+    FROM shared_steps
+),
+
 node_list AS (
     SELECT node, cluster, pool, gpu_model, capacity_gpus FROM capacity
     UNION ALL
     SELECT node, any_value(cluster), any_value(pool), any_value(gpu_model), 0
-    FROM holders
+    FROM (SELECT node, cluster, pool, gpu_model FROM holders
+          UNION ALL SELECT node, cluster, pool, gpu_model FROM shared_rows)
     WHERE node NOT IN (SELECT node FROM capacity)
     GROUP BY node
 ),
@@ -71,6 +134,10 @@ events AS (
             CASE WHEN NOT agent AND domain = 'kubernetes' THEN -rate ELSE 0 END,
             CASE WHEN agent THEN -rate ELSE 0 END
         FROM holders
+        UNION ALL
+        SELECT node, ts, CASE WHEN domain = 'slurm' THEN d ELSE 0 END,
+            CASE WHEN domain = 'kubernetes' THEN d ELSE 0 END, 0
+        FROM shared_events
         UNION ALL
         -- every hour bound (and the range's end) of every node: segments stay inside an hour
         SELECT node, unnest(generate_series(CAST($from_ts AS TIMESTAMP),

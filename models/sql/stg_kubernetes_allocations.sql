@@ -27,6 +27,9 @@
 --   is Slurm's capacity, charged through the Slurm jobs inside it (docs/accounting.md).
 -- gpu_uuids: GPUs dcgm-exporter labelled with the pod (same namespace, pod, node) during the
 --   interval; null when the exporter does not carry pod labels.
+-- DRA pods (gpu_resource 'dra/...', docs/kubernetes.md "DRA"): evidence names their claims and
+--   devices; share_keys: a shared claim's device keys ('<pool>/<device>'), on which
+--   allocation_shares.sql splits each second among the pods present (null otherwise).
 WITH pods AS (
     SELECT * FROM k8s_pod_allocations
 ),
@@ -192,10 +195,13 @@ final AS (
         -- a Slinky slurmd pod: Slurm's hold on the node's GPUs, never a customer
         -- (slurm_agent_pods.sql; allocation_pieces.sql leaves it out)
         uid IN (SELECT uid FROM slurm_agent_pods) AS is_slurm_agent,
+        -- DRA: a claim several pods share is split per device (allocation_shares.sql)
+        CASE WHEN sharing IN ('time_slicing', 'mps') THEN dra_devices END AS share_keys,
         'kube-state-metrics ' || namespace || '/' || pod || ' uid ' || uid || ': '
             || samples || ' Running samples every ' || scrape_interval_s || ' s; start from '
             || coalesce(start_source, 'scrape_grid') || ', end from '
-            || coalesce(end_source, 'scrape_grid') AS evidence
+            || coalesce(end_source, 'scrape_grid')
+            || coalesce('; DRA ' || dra_claims, '') AS evidence
     FROM joined
 )
 

@@ -139,7 +139,7 @@ def test_the_documented_examples_are_valid_site_files(tmp_path: Path):
     blocks = [b.split("```", 1)[0] for b in doc.split("```toml\n")[1:]]
     assert len(blocks) == 2
     full, thanos = (load_site(_site(tmp_path, b)) for b in blocks)
-    for part in ("slurm", "prometheus", "kueue"):  # the full example has every table
+    for part in ("slurm", "prometheus", "kueue", "dra"):  # the full example has every table
         assert getattr(full.cluster("hpc"), part) is not None, part
     # ... and every key site.py reads
     from dataclasses import fields
@@ -147,9 +147,13 @@ def test_the_documented_examples_are_valid_site_files(tmp_path: Path):
     from gpuledger import site as site_module
     tables = (site_module.Site, site_module.ClusterSite, site_module.SlurmSite,
               site_module.PrometheusSite, site_module.KueueSite, site_module.ReferenceSite,
-              site_module.ScheduleSite, site_module.QualitySite, site_module.SharingNames)
+              site_module.ScheduleSite, site_module.QualitySite, site_module.SharingNames,
+              site_module.DraClusterSite)
     structural = {"path", "clusters", "reference", "schedules", "name", "slurm", "prometheus",
-                  "kueue", "idle", "quality", "sharing", "alerts", "focus", "engine"}
+                  "kueue", "idle", "quality", "sharing", "alerts", "focus", "engine", "dra"}
+    # [gpuledger.dra]: its keys (gpuledger/site_dra.py) in the full example too
+    assert all(f"\n{key} =" in blocks[0] for key in ("drivers", "device_classes",
+                                                      "kueue_config", "device_class_mappings"))
     # idle, alerts, focus, engine: their keys are in their own sections of docs/site-file.md
     missing = [f"{t.__name__}.{f.name}" for t in tables for f in fields(t)
                if f.name not in structural and f"\n{f.name} =" not in blocks[0]

@@ -112,7 +112,8 @@ def _day(con) -> dict[str, float]:
 
 def _breaks(con) -> list[tuple]:
     return con.execute(load_sql("gpu_conservation_hourly_check"),
-                       {"first_day": DAY, "end_day": DAY + timedelta(days=1)}).fetchall()
+                       {"first_day": DAY, "end_day": DAY + timedelta(days=1),
+                        "tolerance_s": 60}).fetchall()
 
 
 def _charged(con) -> dict[tuple[str, str], float]:

@@ -26,8 +26,8 @@ class DetectorConfig(dg.Config):
     group_name="detectors",
     pool=LEDGER_POOL,
     kinds={"duckdb", "sql"},
-    deps=["allocations", "gpu_utilization", "kueue_workloads", "slurm_jobs", "rate_card",
-          "open_invoice_lines"],
+    deps=["allocations", "gpu_utilization", "kueue_workloads", "k8s_pod_groups", "slurm_jobs",
+          "rate_card", "open_invoice_lines"],
     description="Incidents that started on one UTC day: double-scheduled GPUs (GPU- and "
     "node-level evidence), partial gangs and idle allocations, with owners, wasted GPU-hours, "
     "cost and evidence rows; and the slurm-bridge pairs of the day (one workload, no conflict).",

@@ -87,8 +87,13 @@ def every_gpu_second_accounted_once(
 ) -> dg.AssetCheckResult:
     day = context.partition_time_window.start.date()
     with ledger.ledger() as con:
+        # the detectors' tolerance: Kubernetes ends are known to one scrape interval
+        tolerance = con.execute(
+            "SELECT coalesce(max(scrape_interval_s), 0) FROM k8s_pod_allocations "
+            "WHERE start_ts < ? + INTERVAL 1 DAY AND end_ts > ?", [day, day]).fetchone()[0]
         rows, columns = query_rows(con, load_sql("gpu_conservation_hourly_check"),
-                                   {"first_day": day, "end_day": day + timedelta(days=1)})
+                                   {"first_day": day, "end_day": day + timedelta(days=1),
+                                    "tolerance_s": float(tolerance)})
     return offending_rows_result(rows, columns, metadata={
         "node_hours": len(rows),
         "problems": ", ".join(sorted({str(r[2]) for r in rows})) or "none",

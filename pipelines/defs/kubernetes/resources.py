@@ -6,9 +6,11 @@ from pathlib import Path
 
 import dagster as dg
 
+from connectors.kubernetes.dra_claims import ClaimRead
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import MetricsSource, PrometheusHttpSource
 from gpuledger import k8s_ingest
+from gpuledger.k8s_dra import DraInput, DraSetup, read_fresh
 from gpuledger.site import ClusterSite, PrometheusSite
 from gpuledger.site_sources import prometheus_config
 from pipelines.site import read_site
@@ -55,8 +57,9 @@ class KubernetesSourceResource(dg.ConfigurableResource):
         return p.url or str(p.openmetrics)
 
     def read_window(self, cluster: ClusterSite, start: datetime, end: datetime,
-                    ) -> tuple[MetricsSource, object]:  # fmt: skip
-        """Read one cluster's window; no ledger connection is open."""
+                    dra: DraInput | None = None) -> tuple[MetricsSource, object]:  # fmt: skip
+        """Read one cluster's window; no ledger connection is open. `dra`: the ResourceClaims
+        and DRA names (gpuledger/k8s_dra.py; default: the site's names, no claims)."""
         p = _prometheus(cluster)
         interval = timedelta(seconds=p.scrape_interval_s) if p.scrape_interval_s > 0 else None
         source = self.source(cluster)
@@ -64,13 +67,22 @@ class KubernetesSourceResource(dg.ConfigurableResource):
             source, start, end, lookback=timedelta(minutes=p.lookback_minutes),
             scrape_interval=interval, gpu_resources=self.gpu_resources(),
             sharing=read_site(self.site_file).sharing,  # [gpuledger.sharing] resource names
+            dra=dra or DraInput(read_site(self.site_file).dra.names),
         )
         return source, read
 
     def load_window(self, ledger: Callable[[], AbstractContextManager], cluster: ClusterSite,
                     start: datetime, end: datetime) -> k8s_ingest.KubernetesLoad:
-        """Read the window with the ledger closed, then write it in one short transaction."""
-        source, read = self.read_window(cluster, start, end)
+        """Read the window with the ledger closed, then write it in one short transaction
+        (the cluster's [dra] ResourceClaims with the stored ones, read in a short one first)."""
+        site = read_site(self.site_file)
+        fresh = ClaimRead()
+        if cluster.dra is not None:
+            d = cluster.dra
+            fresh = read_fresh(kubeconfig=d.kubeconfig, context=d.context,
+                               namespace=d.namespace, timeout_s=d.timeout_s, snapshot=d.snapshot)
+        dra = DraSetup(site.dra.names, fresh).opened_input(ledger, cluster.name, start)
+        source, read = self.read_window(cluster, start, end, dra)
         with ledger() as con:
             return k8s_ingest.write_kubernetes_window(con, read, source, start, end,  # type: ignore[arg-type]
                                                       cluster=cluster.name)

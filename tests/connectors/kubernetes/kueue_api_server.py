@@ -3,6 +3,8 @@ Workload list (all namespaces or one), paginated with ``limit``/``continue`` as 
 does, from a SEQUENCE of snapshots (``advance()`` moves to the next one, so Workloads that
 finished can disappear). Optional: a bearer token, HTTPS with a client certificate, failures
 before the first answer (retries), and a continue token that expires between pages (410).
+Other API groups (``groups``: the scheduler's Workload/PodGroup objects, tests/fixtures/kubernetes/
+scheduling/) are served the same way, with their discovery documents.
 
 The Workload objects are Kueue's own (tests/fixtures/kueue/README.md names each source); the
 Finished condition is Kueue's: ``Finished`` True, reason ``Succeeded``, "Job finished
@@ -60,6 +62,9 @@ class KueueApi:
         self.fail_first = fail_first
         self.expire_continue_once = expire_continue_once
         self.requests: list[str] = []
+        # other API groups served beside Kueue's: group -> version (preferred first) ->
+        # plural -> items (with apiVersion and kind, as kubectl writes them); discovery too
+        self.groups: dict[str, dict[str, dict[str, list[dict]]]] = {}
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         if tls is not None:
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
@@ -105,6 +110,35 @@ class KueueApi:
         return 200, {"apiVersion": f"{GROUP}/{self.version}", "kind": "WorkloadList",
                      "metadata": meta, "items": body}
 
+    def _other(self, parts: list[str], query: dict[str, list[str]]) -> tuple[int, dict]:
+        """``/apis/<group>[/<version>[/namespaces/<ns>]/<plural>]`` of ``self.groups``."""
+        versions = self.groups[parts[1]]
+        if len(parts) == 2:
+            gvs = [{"groupVersion": f"{parts[1]}/{v}", "version": v} for v in versions]
+            return 200, {"kind": "APIGroup", "apiVersion": "v1", "name": parts[1],
+                         "versions": gvs, "preferredVersion": gvs[0]}
+        lists = versions.get(parts[2])
+        if lists is None:
+            return 404, {"kind": "Status", "code": 404, "reason": "NotFound"}
+        if len(parts) == 3:
+            return 200, {"kind": "APIResourceList", "apiVersion": "v1",
+                         "groupVersion": f"{parts[1]}/{parts[2]}",
+                         "resources": [{"name": r, "namespaced": True} for r in lists]}
+        namespace = parts[4] if len(parts) == 6 and parts[3] == "namespaces" else ""
+        if parts[-1] not in lists or len(parts) not in (4, 6):
+            return 404, {"kind": "Status", "code": 404, "reason": "NotFound"}
+        items = [i for i in lists[parts[-1]]
+                 if not namespace or i["metadata"]["namespace"] == namespace]
+        limit = int(query.get("limit", ["500"])[0])
+        start = int(query.get("continue", ["0"])[0] or 0)
+        meta = {"resourceVersion": str(2000 + self.index)}
+        if start + limit < len(items):
+            meta["continue"] = str(start + limit)
+        body = [{k: v for k, v in copy.deepcopy(i).items() if k not in ("apiVersion", "kind")}
+                for i in items[start:start + limit]]
+        return 200, {"apiVersion": f"{parts[1]}/{parts[2]}", "kind": "List", "metadata": meta,
+                     "items": body}
+
     def _handler(self):
         api = self
 
@@ -131,6 +165,9 @@ class KueueApi:
                     self._send(401, {"kind": "Status", "code": 401, "reason": "Unauthorized"})
                     return
                 parts = url.path.strip("/").split("/")
+                if len(parts) >= 2 and parts[0] == "apis" and parts[1] in api.groups:
+                    self._send(*api._other(parts, urllib.parse.parse_qs(url.query)))
+                    return
                 if url.path == f"/apis/{GROUP}":
                     gv = {"groupVersion": f"{GROUP}/{api.version}", "version": api.version}
                     versions = [gv] + ([{"groupVersion": f"{GROUP}/v1beta1",

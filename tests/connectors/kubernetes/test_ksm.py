@@ -310,4 +310,5 @@ def test_non_gpu_pods_are_not_read(tmp_path: Path):
     out = pod_gpu_allocations(src, T0, T0 + HOUR)
     assert out["uid"].to_list() == ["u-gpu"]
     phase_reads = [s for s in src.selectors if s.startswith("kube_pod_status_phase")]
-    assert phase_reads == ['kube_pod_status_phase{uid=~"u-gpu",phase="Running"}']
+    # Pending too: a bound pod holds its GPUs from its start time (ksm_boundaries.py)
+    assert phase_reads == ['kube_pod_status_phase{uid=~"u-gpu",phase=~"Running|Pending"}']

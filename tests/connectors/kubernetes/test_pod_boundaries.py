@@ -16,7 +16,7 @@ import pytest
 from connectors.kubernetes.ksm import pod_gpu_allocations
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from gpuledger import k8s_ingest
-from models import load_sql
+from models.build import create_staging_view
 from models.runner import connect
 from tests.connectors.kubernetes.fakes import T0, at, om_file
 from tests.connectors.kubernetes.ksm_expositions import (
@@ -101,19 +101,27 @@ def test_without_the_time_metrics_the_grid_is_used_silently(tmp_path: Path):
     assert not any("scrape grid" in n for n in notes)
 
 
-@pytest.mark.parametrize(("start_time", "times", "why"), [
-    (320, None, "after the first Running sample"),
+def unbound_at(lines_at, when: float):
+    """`lines_at` with the node label gone from pod1's GPU request at `when`."""
+    return lambda now: [ln.but(node=None) if now == when and ln.name == CON1.name else ln
+                        for ln in lines_at(now)]
+
+
+@pytest.mark.parametrize(("start_time", "times", "lines_at", "why"), [
+    (320, None, None, "after the first Running sample"),
     # no scrape between 190 and 310: the start time lies 70 s (> 2 x 30 s) before the first
-    # Running sample
-    (240, scrapes(gaps=((200, 300),)),
-     "more than 2 scrape intervals before the first Running sample"),
-    # an extra scrape at 299 still saw the pod Pending after its start time
-    (290, scrapes(extra=(299,)), "before a scrape that shows the pod not yet Running"),
-], ids=["late", "too_early", "pending_after"])
+    # scrape that shows the pod on its node after it (Running at 310)
+    (240, scrapes(gaps=((200, 300),)), None,
+     "more than 2 scrape intervals before the first scrape that shows the pod on its node"),
+    # an extra scrape at 299 saw the pod Pending without its node after its start time
+    (290, scrapes(extra=(299,)), lambda lines_at: unbound_at(lines_at, 299),
+     "before a scrape that shows the pod neither Running nor Pending on a node"),
+], ids=["late", "too_early", "unbound_after"])
 def test_an_inconsistent_start_time_falls_back_to_the_grid_and_says_why(
-        tmp_path: Path, start_time, times, why):
+        tmp_path: Path, start_time, times, lines_at, why):
     notes: list[str] = []
-    out = read(tmp_path, pod(start_time=start_time), times=times, notes=notes)
+    life = pod(start_time=start_time)
+    out = read(tmp_path, life if lines_at is None else lines_at(life), times=times, notes=notes)
     assert bounds(out) == [("uid1", t(310), t(1790), GRID, EXACT[1])]
     assert f"kube_pod_start_time: 1 pod starts kept on the scrape grid: the time is {why}" \
         in notes
@@ -130,6 +138,16 @@ def test_an_inconsistent_completion_time_falls_back_to_the_grid_and_says_why(
     assert bounds(out) == [("uid1", t(295), t(1810), EXACT[0], GRID)]
     assert f"kube_pod_completion_time: 1 pod ends kept on the scrape grid: the time is {why}" \
         in notes
+
+
+def test_a_scrape_seeing_the_pod_pending_on_its_node_after_its_start_time_holds_it(
+        tmp_path: Path):
+    # was refused as "pending" before issue 27: the kubelet admitted the pod at 290 and
+    # allocated its GPUs; the scrape at 299 sees it bound and Pending (pulling its image)
+    out = read(tmp_path, pod(start_time=290), times=scrapes(extra=(299,)))
+    assert bounds(out) == [("uid1", t(290), t(1790), *EXACT)]
+    assert out["first_running_ts"].to_list() == [t(310)]
+    assert out["samples"].to_list() == [50]  # Running samples only
 
 
 def test_one_missed_scrape_next_to_an_exact_time_is_tolerated_as_in_runs(tmp_path: Path):
@@ -189,7 +207,8 @@ def test_exact_ends_survive_the_merge_across_midnight_and_reach_the_evidence(tmp
             pieces = con.execute("SELECT start_source, end_source FROM "
                                  "k8s_pod_allocation_pieces ORDER BY start_ts").fetchall()
             assert pieces == [(EXACT[0], "window"), ("window", EXACT[1])]
-            evidence = con.sql(load_sql("stg_kubernetes_allocations")).pl()["evidence"]
+            create_staging_view(con)  # stg_allocations and the slurm_agent_pods it reads
+            evidence = con.sql("SELECT evidence FROM stg_allocations").pl()["evidence"]
             assert evidence.to_list() == [
                 "kube-state-metrics ns1/pod1 uid uid1: 60 Running samples every 30.0 s; start "
                 "from kube_pod_start_time, end from kube_pod_completion_time"]

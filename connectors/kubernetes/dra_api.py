@@ -1,0 +1,111 @@
+"""ResourceClaims straight from the Kubernetes API, with the project's API client
+(``kube_api.KubeApiClient``: the kubeconfig context, TLS, tokens, retries).
+
+``list_resource_claims`` asks ``/apis/resource.k8s.io`` for the preferred version (``v1`` since
+Kubernetes 1.34, where DRA is GA; ``v1beta2``/``v1beta1`` before: the fields read are the same
+but for ``deviceClassName``, which ``dra_claims`` reads in both places), then lists every
+ResourceClaim (of a namespace, or of all) page by page (``limit``/``continue``; an expired
+continue token, 410, restarts the list). Its answer is a ``kubectl get resourceclaims -A -o
+json`` document, the fixture twin, read by ``dra_claims.read_claim_document``.
+
+Pods are not listed (a cluster's pods are many): a pod's claims come from the claims'
+``reservedFor`` and owner, kube-state-metrics' ``kube_pod_resourceclaim_info`` and
+dcgm-exporter's labels; a ``kubectl get pods -A -o json`` snapshot may add its
+``status.extendedResourceClaimStatus``.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from connectors.errors import SourceError
+from connectors.kubernetes.kube_api import ApiError, KubeApiClient
+
+GROUP = "resource.k8s.io"
+KNOWN_VERSIONS = ("v1", "v1beta2", "v1beta1")  # newest first
+
+
+@dataclass(frozen=True)
+class ClaimList:
+    """Every ResourceClaim the API server listed at one instant."""
+
+    api_version: str  # resource.k8s.io/v1
+    resource_version: str
+    observed_at: datetime  # naive UTC: when the first page was asked for
+    items: tuple[dict, ...] = field(default_factory=tuple)
+    pages: int = 1
+
+    def document(self) -> dict:
+        """The list as ``kubectl get resourceclaims -A -o json`` writes it (a ``v1`` List)."""
+        return {"apiVersion": "v1", "kind": "List",
+                "metadata": {"resourceVersion": self.resource_version},
+                "items": list(self.items)}
+
+
+def resource_version(client: KubeApiClient) -> str:
+    """The version of resource.k8s.io the server prefers; "" when discovery is forbidden."""
+    try:
+        group = client.get_json(f"/apis/{GROUP}")
+    except ApiError as exc:
+        if exc.status == 404:
+            msg = (f"{client.creds.server}: expected the API group {GROUP} (Kubernetes 1.32+ "
+                   f"with DRA), found 404 at /apis/{GROUP}")
+            raise SourceError(msg) from exc
+        if exc.status != 403:
+            raise
+        return ""
+    version = (group.get("preferredVersion") or {}).get("version")
+    if not isinstance(version, str) or not version:
+        msg = f"/apis/{GROUP}: expected preferredVersion.version, found {group!r:.200}"
+        raise SourceError(msg)
+    return version
+
+
+def list_resource_claims(client: KubeApiClient, namespace: str = "") -> ClaimList:
+    """Every ResourceClaim (of ``namespace``, or of all), page by page."""
+    preferred = resource_version(client)
+    versions = (preferred,) if preferred else KNOWN_VERSIONS
+    for version in versions[:-1]:
+        try:
+            return _list(client, version, namespace)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+    return _list(client, versions[-1], namespace)
+
+
+def _list(client: KubeApiClient, version: str, namespace: str) -> ClaimList:
+    scope = f"/namespaces/{urllib.parse.quote(namespace)}" if namespace else ""
+    path = f"/apis/{GROUP}/{version}{scope}/resourceclaims"
+    for _restart in range(3):
+        observed = datetime.now(UTC).replace(tzinfo=None)
+        items: list[dict] = []
+        token, pages, rv = "", 0, ""
+        try:
+            while True:
+                query = {"limit": str(client.settings.page_size)}
+                if token:
+                    query["continue"] = token
+                page = client.get_json(path, query)
+                pages += 1
+                meta = page.get("metadata") or {}
+                rv = str(meta.get("resourceVersion") or rv)
+                batch = page.get("items")
+                if not isinstance(batch, list):
+                    msg = f"GET {path}: expected an 'items' array, found {batch!r:.100}"
+                    raise SourceError(msg)
+                for item in batch:  # a List's items carry no apiVersion/kind; kubectl adds them
+                    if isinstance(item, dict):
+                        item.setdefault("apiVersion", f"{GROUP}/{version}")
+                        item.setdefault("kind", "ResourceClaim")
+                    items.append(item)
+                token = str(meta.get("continue") or "")
+                if not token:
+                    return ClaimList(f"{GROUP}/{version}", rv, observed, tuple(items), pages)
+        except ApiError as exc:
+            if exc.status != 410 or not token:  # 410: the continue token expired
+                raise
+    msg = f"GET {path}: expected a complete list, found the continue token expired 3 times"
+    raise SourceError(msg)
