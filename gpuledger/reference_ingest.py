@@ -87,15 +87,20 @@ class ClusterReference:
 def read_slurm_reference(ref: ClusterReference, runner: CommandRunner) -> None:
     """Run ``scontrol -o show node`` and ``sacctmgr show assoc`` into `ref`."""
     shown = " ".join(SCONTROL_NODES_COMMAND)
-    text = runner.run(SCONTROL_NODES_COMMAND, {})
-    nodes, rejects = parse_scontrol_nodes(text, source_file=f"{ref.cluster}: {shown}")
-    ref.slurm_nodes, ref.line_rejects[shown] = nodes, rejects
-    ref.slinky_pods = slinky_node_pods(text)
-    ref.slurm_slices = node_slices(nodes)
+    read_scontrol_nodes(ref, runner.run(SCONTROL_NODES_COMMAND, {}), shown)
     shown = " ".join(SACCTMGR_ASSOC_COMMAND)
     accounts, users, rejects = parse_sacctmgr_assoc(runner.run(SACCTMGR_ASSOC_COMMAND, {}),
                                                     source_file=f"{ref.cluster}: {shown}")
     ref.accounts, ref.users, ref.line_rejects[shown] = accounts, users, rejects
+
+
+def read_scontrol_nodes(ref: ClusterReference, text: str, shown: str) -> None:
+    """``scontrol -o show node`` output (a live run's, or a dump-mode site's file) into `ref`:
+    GPUs per node, shared-GPU layouts and the Slinky slurmd pods its Comment= names."""
+    nodes, rejects = parse_scontrol_nodes(text, source_file=f"{ref.cluster}: {shown}")
+    ref.slurm_nodes, ref.line_rejects[shown] = nodes, rejects
+    ref.slurm_slices = node_slices(nodes)
+    ref.slinky_pods = slinky_node_pods(text)
 
 
 def read_k8s_reference(ref: ClusterReference, source: MetricsSource, *,
@@ -472,6 +477,9 @@ def import_reference(site: Site, connect: Connect, *, at: datetime | None = None
         ref = ClusterReference(cluster=c.name, observed_at=when or _now())
         if c.slurm is not None and c.slurm.mode == "sacct":
             read_slurm_reference(ref, runner_of(c.slurm))
+        elif c.slurm is not None and c.slurm.scontrol_nodes is not None:
+            read_scontrol_nodes(ref, c.slurm.scontrol_nodes.read_text(encoding="utf-8"),
+                                str(c.slurm.scontrol_nodes))
         if c.prometheus is not None and not (live_only and c.prometheus.openmetrics):
             read_k8s_reference(ref, source_of(c.prometheus),
                                namespace_labels=site.reference.namespace_labels,

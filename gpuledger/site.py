@@ -55,6 +55,7 @@ class SlurmSite:
     sreport_utilization: Path | None = None
     sreport_accounts: Path | None = None
     scontrol_snapshots: Path | None = None  # folder of scontrol-YYYYmmddTHHMMSSZ.txt
+    scontrol_nodes: Path | None = None  # `scontrol -o show node` output (GPUs, Slinky pods)
     limits: dict[str, float] = field(default_factory=dict)  # [slurm_limits] keys
 
 
@@ -301,6 +302,7 @@ def _slurm(t: _Table) -> SlurmSite:
         sreport_utilization=t.file("sreport_utilization"),
         sreport_accounts=t.file("sreport_accounts"),
         scontrol_snapshots=t.file("scontrol_snapshots"),
+        scontrol_nodes=t.file("scontrol_nodes"),
         limits=dict(limits_table),  # type: ignore[arg-type]
     )
     if mode == "dump" and site.dump is None:

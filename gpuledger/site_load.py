@@ -12,7 +12,7 @@ only, so no connection is held while the Kubernetes days are read.
 import sys
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -30,7 +30,7 @@ from gpuledger.site import ClusterSite, Site
 from gpuledger.site_days import openmetrics_last_sample
 from gpuledger.site_sources import slurm_limits
 from gpuledger.timewindows import daily_windows
-from models.runner import connect, publish_snapshot
+from models.runner import connect, publish_snapshot, transaction
 
 Step = tuple[str, Callable[[duckdb.DuckDBPyConnection], object]]
 
@@ -159,7 +159,23 @@ def _cluster_steps(c: ClusterSite, gpu_resources: tuple[str, ...]) -> list[Step]
                                                           s.sreport_accounts)))
     if s is not None and s.scontrol_snapshots is not None:
         steps.append(("scontrol snapshots", lambda con: _scontrol(con, s.scontrol_snapshots)))
+    if s is not None and s.mode == "dump" and s.scontrol_nodes is not None:
+        steps.append(("scontrol nodes", lambda con: _slinky_pods(con, s.scontrol_nodes, c.name)))
     return steps
+
+
+def _slinky_pods(con: duckdb.DuckDBPyConnection, path: Path, cluster: str) -> str:
+    """The Slinky slurmd pods an `scontrol -o show node` file's Comment= names
+    (slurm_node_pods; docs/accounting.md "Slurm inside Kubernetes")."""
+    from connectors.slurm.scontrol_nodes import slinky_node_pods
+    from gpuledger.reference_ingest import write_slinky_pods
+
+    pods = slinky_node_pods(path.read_text(encoding="utf-8"))
+    with transaction(con):
+        # when the file was written: a re-load of the same file changes nothing
+        written = datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(tzinfo=None)
+        write_slinky_pods(con, cluster, pods, written)
+    return f"  {path.name}: {pods.height} Slurm node(s) named as Slinky slurmd pods"
 
 
 def _live(c: ClusterSite) -> Iterable[str]:

@@ -52,6 +52,8 @@ def site_text(cfg: SimConfig, *, scontrol_written: bool,
     ]
     if scontrol_written:
         lines.append('scontrol_snapshots = "slurm"')
+    if cfg.slinky:  # Comment= names each Slurm node's slurmd pod (simulator/slinky.py)
+        lines.append('scontrol_nodes = "slurm/show-node.txt"')
     if cfg.metrics:
         name = "metrics.om.gz" if cfg.gzip_om else "metrics.om"
         lines += ["", f"[gpuledger.clusters.{cfg.cluster}.prometheus]",

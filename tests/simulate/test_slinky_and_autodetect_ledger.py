@@ -149,6 +149,10 @@ def test_the_slurmd_pods_are_charged_nothing_and_the_jobs_inside_on_their_node(b
                            "AND evidence LIKE '%is slurmd pod%'")
     if w["slinky"]["nodeset"]["scaling_mode"] == "StatefulSet":
         assert evidence.height > 0  # slinky-N placed on its Kubernetes node, and says so
+    # the site file's scontrol_nodes: `scontrol show node` Comment= names each pod too
+    comments = _ledger(db, "SELECT k8s_node, pod_namespace FROM slurm_node_pods")
+    assert sorted(comments["k8s_node"].to_list()) == sorted(nodes)
+    assert set(comments["pod_namespace"]) == {"slurm"}
     incidents = _ledger(db, "SELECT kind, node FROM incidents WHERE kind IN "
                             "('double_scheduled', 'over_capacity', 'unaccounted_use')")
     assert incidents.filter(pl.col("node").is_in(nodes)).is_empty(), incidents
