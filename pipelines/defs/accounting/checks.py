@@ -1,8 +1,9 @@
-from datetime import timedelta
+from datetime import datetime, time, timedelta
 
 import dagster as dg
 
 from models import load_sql
+from models.incidents import scrape_tolerance
 from pipelines.defs.check_results import offending_rows_result, query_rows
 from pipelines.defs.partitions import daily_partitions
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource
@@ -50,9 +51,8 @@ def allocations_within_node_capacity(
     day = context.partition_time_window.start.date()
     with ledger.ledger() as con:
         # Kubernetes interval ends are known to one scrape interval: shorter overlaps are noise
-        tolerance = con.execute(
-            "SELECT coalesce(max(scrape_interval_s), 0) FROM k8s_pod_allocations "
-            "WHERE start_ts < ? + INTERVAL 1 DAY AND end_ts > ?", [day, day]).fetchone()[0]
+        start = datetime.combine(day, time())
+        tolerance = scrape_tolerance(con, start, start + timedelta(days=1))
         rows, columns = query_rows(con, load_sql("node_overcommit"),
                                    {"day": day, "min_seconds": int(tolerance)})
     excess = sum(r[5] * (r[2] - r[1]).total_seconds() for r in rows)
@@ -118,10 +118,9 @@ def hourly_node_capacity_not_exceeded(
 ) -> dg.AssetCheckResult:
     params = _day_params(context)
     with ledger.ledger() as con:
-        tolerance = con.execute(
-            "SELECT coalesce(max(scrape_interval_s), 0) FROM k8s_pod_allocations "
-            "WHERE start_ts < ? AND end_ts > ?", [params["end_day"], params["first_day"]],
-        ).fetchone()[0]
+        tolerance = scrape_tolerance(
+            con, datetime.combine(params["first_day"], time()),
+            datetime.combine(params["end_day"], time()))
         rows, columns = query_rows(con, load_sql("node_usage_hourly_check_capacity"),
                                    {**params, "tolerance_s": int(tolerance)})
     excess = sum(r[columns.index("excess_gpu_seconds")] for r in rows)

@@ -1,8 +1,9 @@
-from datetime import timedelta
+from datetime import datetime, time, timedelta
 
 import dagster as dg
 
 from models import load_sql
+from models.incidents import scrape_tolerance
 from pipelines.defs.check_results import offending_rows_result, query_rows
 from pipelines.defs.partitions import daily_partitions
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource
@@ -88,9 +89,8 @@ def every_gpu_second_accounted_once(
     day = context.partition_time_window.start.date()
     with ledger.ledger() as con:
         # the detectors' tolerance: Kubernetes ends are known to one scrape interval
-        tolerance = con.execute(
-            "SELECT coalesce(max(scrape_interval_s), 0) FROM k8s_pod_allocations "
-            "WHERE start_ts < ? + INTERVAL 1 DAY AND end_ts > ?", [day, day]).fetchone()[0]
+        start = datetime.combine(day, time())
+        tolerance = scrape_tolerance(con, start, start + timedelta(days=1))
         rows, columns = query_rows(con, load_sql("gpu_conservation_hourly_check"),
                                    {"first_day": day, "end_day": day + timedelta(days=1),
                                     "tolerance_s": float(tolerance)})
