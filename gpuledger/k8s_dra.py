@@ -49,6 +49,17 @@ from models import schema
 #: claims last seen this long before a window are not read with it
 CLAIM_HORIZON = timedelta(days=31)
 _NO_POD_NOTE = "; no pod holds GPUs there"
+#: nodes named one by one in the busy-GPU warning (the most GPU-hours first); the others are
+#: counted in one warning per cause
+MAX_NODE_WARNINGS = 20
+CAUSES = (
+    "DRA claims not read (the readings name ResourceClaims, or the node has some): give the "
+    "cluster's [dra] a kubeconfig or a kubectl snapshot of resourceclaims",
+    "exporter without pod mapping (no reading of the node names a pod): run dcgm-exporter with "
+    "--kubernetes and the kubelet's pod-resources socket, and --kubernetes-enable-dra for DRA "
+    "GPUs",
+    "work outside both schedulers (a process on the node neither a pod nor a Slurm job holds)",
+)
 
 
 @dataclass
@@ -228,22 +239,26 @@ def busy_gpu_warnings(pods: pl.DataFrame, parts: Iterable[pl.DataFrame], start: 
     per_node = rows.group_by("node").agg(
         pl.col("gpu_uuid").drop_nulls().unique().sort().alias("gpus"),
         pl.len().alias("minutes"), dra.any().alias("dra"))
-    out = []
-    for node, gpus, minutes, dra_named in per_node.sort("node", nulls_last=True).iter_rows():
+    out, rest = [], {}
+    for node, gpus, minutes, dra_named in per_node.sort("minutes", "node", descending=[
+            True, False], nulls_last=True).iter_rows():
         if dra_named or node in claim_nodes:
-            cause = ("DRA claims not read (the readings name ResourceClaims, or the node has "
-                     "some): give the cluster's [dra] a kubeconfig or a kubectl snapshot of "
-                     "resourceclaims")
+            cause = CAUSES[0]
         elif node not in named:
-            cause = ("exporter without pod mapping (no reading of the node names a pod): run "
-                     "dcgm-exporter with --kubernetes and the kubelet's pod-resources socket, "
-                     "and --kubernetes-enable-dra for DRA GPUs")
+            cause = CAUSES[1]
         else:
-            cause = ("work outside both schedulers (a process on the node neither a pod nor a "
-                     "Slurm job holds)")
-        out.append(f"dcgm-exporter: GPUs busy that no pod or Slurm job holds on node {node}: "
-                   f"{len(gpus)} GPU(s) (e.g. {gpus[:3]}), {minutes / 60:.2f} GPU-hours of "
-                   f"busy readings; likely cause: {cause}")
+            cause = CAUSES[2]
+        if len(out) < MAX_NODE_WARNINGS:
+            out.append(f"dcgm-exporter: GPUs busy that no pod or Slurm job holds on node "
+                       f"{node}: {len(gpus)} GPU(s) (e.g. {gpus[:3]}), {minutes / 60:.2f} "
+                       f"GPU-hours of busy readings; likely cause: {cause}")
+        else:  # the other nodes, per cause
+            n, g, m = rest.get(cause, (0, 0, 0))
+            rest[cause] = (n + 1, g + len(gpus), m + minutes)
+    for cause, (n, g, m) in rest.items():
+        out.append(f"dcgm-exporter: GPUs busy that no pod or Slurm job holds on {n} more "
+                   f"node(s): {g} GPU(s), {m / 60:.2f} GPU-hours of busy readings; likely "
+                   f"cause: {cause}")
     return out, any_busy
 
 

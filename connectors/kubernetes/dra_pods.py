@@ -105,8 +105,13 @@ def _edges(info: pl.DataFrame, claims: ClaimRead, dcgm: pl.DataFrame,
     if refs.height:
         parts.append(refs.select(*_EDGE))
     if dcgm.height and dcgm_uids.height:
-        named = dcgm.join(dcgm_uids, on=["namespace", "pod"]).filter(
-            pl.col("claim_namespace") == pl.col("namespace"))
+        # a fallback: only for pods no other source ties to a claim (a name kube_pod_info
+        # shows for two uids, a StatefulSet pod recreated, is not trusted with a claim)
+        known = pl.concat([p.select("pod_uid") for p in parts])
+        named = (dcgm.join(dcgm_uids, on=["namespace", "pod"])
+                 .filter(pl.col("claim_namespace") == pl.col("namespace"))
+                 .join(known, on="pod_uid", how="anti"))
+        named = named.filter(pl.col("pod_uid").n_unique().over("namespace", "pod") == 1)
         parts.append(named.select("pod_uid", "namespace", "pod", "claim",
                                   pl.lit("dcgm-exporter").alias("via")))
     return pl.concat([p.select([pl.col(c).cast(t) for c, t in _EDGE.items()]) for p in parts]

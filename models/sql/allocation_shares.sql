@@ -20,9 +20,7 @@
 -- Method: an event sweep per physical GPU (or node pool): starts +units, ends -units; every
 --   holder is joined to the segments of its own GPU only (an equi-join on the GPU key).
 WITH pieces AS (
-    -- share_keys: a DRA claim's devices when several pods share it (stg_kubernetes_allocations)
-    SELECT piece_id, cluster, node, gpu_model, gpus,
-        coalesce(share_keys, gpu_uuids) AS gpu_uuids, start_ts, end_ts, sharing,
+    SELECT piece_id, cluster, node, gpu_model, gpus, gpu_uuids, start_ts, end_ts, sharing,
         slice_profile, date_diff('second', start_ts, end_ts) AS seconds
     FROM alloc_pieces
 ),

@@ -28,8 +28,9 @@
 -- gpu_uuids: GPUs dcgm-exporter labelled with the pod (same namespace, pod, node) during the
 --   interval; null when the exporter does not carry pod labels.
 -- DRA pods (gpu_resource 'dra/...', docs/kubernetes.md "DRA"): evidence names their claims and
---   devices; share_keys: a shared claim's device keys ('<pool>/<device>'), on which
---   allocation_shares.sql splits each second among the pods present (null otherwise).
+--   devices; a claim several pods share (sharing time_slicing/mps) has gpu_uuids = its device
+--   keys '<pool>/<device>' (dra_devices), so allocation_shares.sql splits each device's seconds
+--   among the pods present and the holding sweeps count it once, whatever dcgm-exporter saw.
 WITH pods AS (
     SELECT * FROM k8s_pod_allocations
 ),
@@ -160,7 +161,10 @@ final AS (
         node,
         gpu_model,
         gpus,
-        gpu_uuids,
+        -- a DRA claim several pods share: its devices, the keys the time-shared rule splits
+        -- (allocation_shares.sql) and the holding sweeps count once
+        CASE WHEN sharing IN ('time_slicing', 'mps') AND dra_devices IS NOT NULL
+            THEN dra_devices ELSE gpu_uuids END AS gpu_uuids,
         sharing,
         slice_profile,
         start_ts,
@@ -195,13 +199,19 @@ final AS (
         -- a Slinky slurmd pod: Slurm's hold on the node's GPUs, never a customer
         -- (slurm_agent_pods.sql; allocation_pieces.sql leaves it out)
         uid IN (SELECT uid FROM slurm_agent_pods) AS is_slurm_agent,
-        -- DRA: a claim several pods share is split per device (allocation_shares.sql)
-        CASE WHEN sharing IN ('time_slicing', 'mps') THEN dra_devices END AS share_keys,
         'kube-state-metrics ' || namespace || '/' || pod || ' uid ' || uid || ': '
             || samples || ' Running samples every ' || scrape_interval_s || ' s; start from '
             || coalesce(start_source, 'scrape_grid') || ', end from '
             || coalesce(end_source, 'scrape_grid')
-            || coalesce('; DRA ' || dra_claims, '') AS evidence
+            || coalesce('; DRA ' || dra_claims, '')
+            -- admitted and holding its GPUs before its first Running scrape (image pulls,
+            -- init containers: docs/kubernetes.md "Pod boundaries")
+            || CASE
+                WHEN samples = 0 THEN '; admitted, never seen Running'
+                WHEN first_running_ts > start_ts
+                    THEN '; start-up ' || date_diff('second', start_ts, first_running_ts)
+                        || ' s to the first Running scrape'
+                ELSE '' END AS evidence
     FROM joined
 )
 

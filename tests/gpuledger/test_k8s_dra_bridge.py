@@ -17,6 +17,7 @@ from connectors.kubernetes.dra_claims import read_claim_file
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from gpuledger import k8s_ingest, slurm_ingest
 from gpuledger.k8s_dra import DraInput
+from models import load_sql
 from models.build import build_allocations, build_gpu_usage_hourly
 from models.incidents import build_incidents
 from models.runner import connect
@@ -68,6 +69,9 @@ def test_the_bridge_pod_is_charged_through_its_claim_and_paired(tmp_path: Path):
         build_gpu_usage_hourly(con, T0.date(), T0.date())
         found = build_incidents(con, T0.date(), T0.date())
         kinds = con.execute("SELECT DISTINCT kind FROM incidents").fetchall()
+        breaks = con.execute(load_sql("gpu_conservation_hourly_check"), {
+            "first_day": T0.date(), "end_day": T0.date() + timedelta(days=1),
+            "tolerance_s": 0}).fetchall()
         slurm = con.execute("SELECT count(*) FROM allocations WHERE domain = 'slurm'"
                             ).fetchone()
         pod = con.execute("SELECT source_key, physical_gpu_seconds FROM allocations "
@@ -83,3 +87,6 @@ def test_the_bridge_pod_is_charged_through_its_claim_and_paired(tmp_path: Path):
     assert pair == [("4242", uid(5), True, 1, 1)]
     assert found.bridge_pairs == 1
     assert ("double_scheduled",) not in kinds  # one workload, not two schedulers' claim
+    # node-a's pods, the shared claim's two among them, held as the ledger charges them (the
+    # other nodes are not in this inventory)
+    assert [b for b in breaks if b[1] == "node-a"] == []

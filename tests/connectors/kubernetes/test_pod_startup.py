@@ -26,6 +26,7 @@ import pytest
 from connectors.kubernetes.ksm import pod_gpu_allocations
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from gpuledger import k8s_ingest
+from models.build import create_staging_view
 from models.runner import connect
 from tests.connectors.kubernetes.fakes import T0, at, om_file
 from tests.connectors.kubernetes.ksm_expositions import (
@@ -193,3 +194,7 @@ def test_the_start_up_survives_the_merge_of_windows_in_any_order(tmp_path: Path)
                 "gpu_seconds FROM k8s_pod_allocations").fetchall()
             assert merged == [(t(midnight - 1200), t(midnight + 1800), START_TIME, DONE_TIME,
                                t(midnight + 310), 2.0 * 3000)]
+            # the ledger row says so: its start-up from admission to the first Running scrape
+            create_staging_view(con)
+            [[evidence]] = con.execute("SELECT evidence FROM stg_allocations").fetchall()
+            assert evidence.endswith("; start-up 1510 s to the first Running scrape")
