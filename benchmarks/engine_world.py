@@ -212,7 +212,15 @@ SELECT
     CASE WHEN held AND slurm THEN CAST(job_id_raw(n, lane, slot) AS VARCHAR) END AS hpc_job,
     '{metric}' AS metric,
     CAST(NULL AS VARCHAR) AS gpu_instance_profile,
-    CASE WHEN held THEN 'exporter_labels' END AS attribution
+    CASE WHEN held THEN 'exporter_labels' END AS attribution,
+    -- device-plugin GPUs: no DRA claim on any reading
+    CAST(NULL AS VARCHAR) AS dra_claim_namespace,
+    CAST(NULL AS VARCHAR) AS dra_claim_name,
+    CAST(NULL AS VARCHAR) AS dra_driver_name,
+    CAST(NULL AS VARCHAR) AS dra_pool_name,
+    CAST(NULL AS VARCHAR) AS dra_device_name,
+    CAST(NULL AS VARCHAR) AS dra_mig_profile,
+    CAST(NULL AS VARCHAR) AS dra_mig_device_uuid
 FROM held
 """
 

@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "k8s_ingest_memory": "benchmarks.k8s_ingest_memory",
     "engine_scale": "benchmarks.engine_scale",
     "publish_cost": "benchmarks.publish_cost",
+    "conservation_cost": "benchmarks.conservation_cost",
 }
 
 

@@ -211,7 +211,8 @@ def test_exact_ends_survive_the_merge_across_midnight_and_reach_the_evidence(tmp
             evidence = con.sql("SELECT evidence FROM stg_allocations").pl()["evidence"]
             assert evidence.to_list() == [
                 "kube-state-metrics ns1/pod1 uid uid1: 60 Running samples every 30.0 s; start "
-                "from kube_pod_start_time, end from kube_pod_completion_time"]
+                "from kube_pod_start_time, end from kube_pod_completion_time; start-up 25 s to "
+                "the first Running scrape"]  # admitted at -915, first Running scrape at -890
 
 
 def test_a_start_inside_anothers_grid_end_on_the_node_stays_on_the_grid(tmp_path: Path):

@@ -1,0 +1,108 @@
+"""``conservation_cost``: what the conservation table (``gpu_conservation_hourly``, issue #27)
+adds to a day's usage build, at several estate sizes.
+
+For each size a fresh process loads one day of the engine benchmark's world (``engine_world``:
+minute samples of every GPU, both schedulers), then times on the ledger's DuckDB:
+
+* the usage pass as shipped (``build_gpu_usage_hourly``: the usage tables and conservation),
+* conservation alone (``build_conservation`` on the same pass's temp tables, rebuilt once more),
+
+and reports conservation's share of the pass and the ratio to the rest of the pass (the
+baseline: the usage tables it is built beside), with the process's peak RSS. No target: the
+figures say what conservation costs, so a regression shows.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+from benchmarks import results
+
+NAME = "conservation_cost"
+SIZES = (1000, 4000)
+
+
+def _child(gpus: str, work: str) -> None:
+    import duckdb
+
+    from benchmarks import engine_scale, engine_world
+    from models.build import build_conservation, build_gpu_usage_hourly, create_usage_matches
+    from models.runner import ensure_schema, transaction
+
+    spec = engine_world.WorldSpec(int(gpus), 1, seed=1)
+    root = engine_scale.OUT / f"engine-world-{gpus}g-1d-s1"
+    meta = engine_world.cached(spec, root, log=lambda *_: None)
+    folder = Path(work)
+    con = duckdb.connect(str(folder / "ledger.duckdb"))
+    con.execute(f"SET threads = {engine_scale.THREADS}")
+    ensure_schema(con)
+    engine_scale.load_small_tables(con, root)
+    rows = engine_scale.load_utilization(con, root)
+    day = date.fromisoformat(meta["spec"]["start"])
+    t0 = time.perf_counter()
+    build_gpu_usage_hourly(con, day, day)
+    t1 = time.perf_counter()
+    create_usage_matches(con, day, day)
+    t2 = time.perf_counter()
+    with transaction(con):
+        build_conservation(con, day, day + timedelta(days=1))
+    t3 = time.perf_counter()
+    capacity, charged, idle, node_hours = con.execute(
+        "SELECT sum(capacity_gpu_seconds), sum(charged_gpu_seconds), sum(idle_gpu_seconds), "
+        "count(*) FROM gpu_conservation_hourly").fetchone()
+    con.close()
+    (folder / "result.json").write_text(json.dumps({
+        "gpus": int(gpus), "samples": rows, "pass_s": t1 - t0, "conservation_s": t3 - t2,
+        "matches_s": t2 - t1, "node_hours": node_hours,
+        "capacity_gpu_h": float(capacity) / 3600, "charged_gpu_h": float(charged) / 3600,
+        "idle_gpu_h": float(idle) / 3600}))
+
+
+def main(argv: list[str]) -> int:
+    p = results.parser(NAME, __doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), metavar="GPUS")
+    args = p.parse_args(argv)
+    runs = []
+    for gpus in args.sizes:
+        with tempfile.TemporaryDirectory(prefix="gpuledger-conservation-") as work:
+            print(f"conservation_cost: {gpus:,} GPUs x 1 day ...", flush=True)
+            out, peak = results.run_child("benchmarks.conservation_cost", [str(gpus), work],
+                                          Path(work) / "result.json", f"{gpus}-GPU")
+            runs.append({**out, "peak": peak})
+    lines = [
+        "## conservation_cost — what `gpu_conservation_hourly` adds to a day's usage build",
+        "",
+        f"One UTC day of `engine_world` (minute samples of every GPU, both schedulers) on "
+        f"{results.cores()} cores ({results.cpu_model()}), load {results.load_average()}; "
+        "each size in a fresh process. *pass*: `build_gpu_usage_hourly` as shipped (usage "
+        "tables + conservation); *conservation*: `build_conservation` alone on the same pass's "
+        "temp tables; *rest*: pass − conservation (the baseline it is built beside).",
+        "",
+        "| GPUs | minute samples | node-hours | pass s | conservation s | rest s | "
+        "conservation / rest | share of pass | peak RSS |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in runs:
+        rest = r["pass_s"] - r["conservation_s"]
+        lines.append(
+            f"| {r['gpus']:,} | {r['samples']:,} | {r['node_hours']:,} | {r['pass_s']:.2f} | "
+            f"{r['conservation_s']:.2f} | {rest:.2f} | {r['conservation_s'] / rest:.2f}× | "
+            f"{r['conservation_s'] / r['pass_s']:.0%} | {results.mib(r['peak'])} |")
+    if len(runs) > 1:
+        a, b = runs[0], runs[-1]
+        growth = (b["conservation_s"] / a["conservation_s"]) / (b["samples"] / a["samples"])
+        lines += ["", f"Conservation time per sample from {a['gpus']:,} to {b['gpus']:,} GPUs: "
+                  f"{growth:.2f}× (1.00 = linear)."]
+    lines += ["", "Each run's states add up to its capacity: "
+              + "; ".join(f"{r['gpus']:,} GPUs: capacity {r['capacity_gpu_h']:,.0f} GPU-h, "
+                          f"charged {r['charged_gpu_h']:,.1f}, idle {r['idle_gpu_h']:,.1f}"
+                          for r in runs) + "."]
+    return results.publish(NAME, "\n".join(lines), True, write=not args.no_write)
+
+
+if __name__ == "__main__":
+    results.entry(main, _child, child_args=2)
