@@ -16,12 +16,11 @@ dcgm-exporter's labels; a ``kubectl get pods -A -o json`` snapshot may add its
 
 from __future__ import annotations
 
-import urllib.parse
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from connectors.errors import SourceError
-from connectors.kubernetes.kube_api import ApiError, KubeApiClient
+from connectors.kubernetes.kube_api import ApiError, KubeApiClient, list_all
 
 GROUP = "resource.k8s.io"
 KNOWN_VERSIONS = ("v1", "v1beta2", "v1beta1")  # newest first
@@ -77,35 +76,6 @@ def list_resource_claims(client: KubeApiClient, namespace: str = "") -> ClaimLis
 
 
 def _list(client: KubeApiClient, version: str, namespace: str) -> ClaimList:
-    scope = f"/namespaces/{urllib.parse.quote(namespace)}" if namespace else ""
-    path = f"/apis/{GROUP}/{version}{scope}/resourceclaims"
-    for _restart in range(3):
-        observed = datetime.now(UTC).replace(tzinfo=None)
-        items: list[dict] = []
-        token, pages, rv = "", 0, ""
-        try:
-            while True:
-                query = {"limit": str(client.settings.page_size)}
-                if token:
-                    query["continue"] = token
-                page = client.get_json(path, query)
-                pages += 1
-                meta = page.get("metadata") or {}
-                rv = str(meta.get("resourceVersion") or rv)
-                batch = page.get("items")
-                if not isinstance(batch, list):
-                    msg = f"GET {path}: expected an 'items' array, found {batch!r:.100}"
-                    raise SourceError(msg)
-                for item in batch:  # a List's items carry no apiVersion/kind; kubectl adds them
-                    if isinstance(item, dict):
-                        item.setdefault("apiVersion", f"{GROUP}/{version}")
-                        item.setdefault("kind", "ResourceClaim")
-                    items.append(item)
-                token = str(meta.get("continue") or "")
-                if not token:
-                    return ClaimList(f"{GROUP}/{version}", rv, observed, tuple(items), pages)
-        except ApiError as exc:
-            if exc.status != 410 or not token:  # 410: the continue token expired
-                raise
-    msg = f"GET {path}: expected a complete list, found the continue token expired 3 times"
-    raise SourceError(msg)
+    listed = list_all(client, GROUP, version, "resourceclaims", "ResourceClaim", namespace)
+    return ClaimList(f"{GROUP}/{version}", listed.resource_version, listed.observed_at,
+                     listed.items, listed.pages)

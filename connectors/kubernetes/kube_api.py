@@ -315,40 +315,59 @@ class KubeApiClient:
         return self._list(versions[-1], namespace)
 
     def _list(self, version: str, namespace: str) -> WorkloadList:
-        scope = f"/namespaces/{urllib.parse.quote(namespace)}" if namespace else ""
-        path = f"/apis/{GROUP}/{version}{scope}/workloads"
-        for _restart in range(3):
-            observed = datetime.now(UTC).replace(tzinfo=None)
-            items: list[dict] = []
-            token, pages, rv = "", 0, ""
-            try:
-                while True:
-                    query = {"limit": str(self.settings.page_size)}
-                    if token:
-                        query["continue"] = token
-                    page = self.get_json(path, query)
-                    pages += 1
-                    meta = page.get("metadata") or {}
-                    rv = str(meta.get("resourceVersion") or rv)
-                    batch = page.get("items")
-                    if not isinstance(batch, list):
-                        msg = f"GET {path}: expected an 'items' array, found {batch!r:.100}"
-                        raise SourceError(msg)
-                    for item in batch:
-                        # a List's items carry no apiVersion/kind; kubectl adds them
-                        if isinstance(item, dict):
-                            item.setdefault("apiVersion", f"{GROUP}/{version}")
-                            item.setdefault("kind", "Workload")
-                        items.append(item)
-                    token = str(meta.get("continue") or "")
-                    if not token:
-                        return WorkloadList(f"{GROUP}/{version}", rv, observed, tuple(items),
-                                            pages)
-            except ApiError as exc:
-                if exc.status != 410 or not token:  # 410: the continue token expired
-                    raise
-        msg = f"GET {path}: expected a complete list, found the continue token expired 3 times"
-        raise SourceError(msg)
+        listed = list_all(self, GROUP, version, "workloads", "Workload", namespace)
+        return WorkloadList(f"{GROUP}/{version}", listed.resource_version, listed.observed_at,
+                            listed.items, listed.pages)
+
+
+@dataclass(frozen=True)
+class ListedItems:
+    """Every item of one paged List, as one consistent read."""
+
+    items: tuple[dict, ...]
+    resource_version: str
+    observed_at: datetime  # naive UTC: when the read that completed began
+    pages: int
+
+
+def list_all(client: "KubeApiClient", group: str, version: str, plural: str, kind: str,
+             namespace: str = "") -> ListedItems:  # fmt: skip
+    """``GET /apis/<group>/<version>[/namespaces/<ns>]/<plural>`` page by page (``limit``,
+    ``continue``); a continue token that expired (410) restarts the list from its first page,
+    at most three times. A List's items carry no apiVersion/kind: they get them, as kubectl
+    adds them."""
+    scope = f"/namespaces/{urllib.parse.quote(namespace)}" if namespace else ""
+    path = f"/apis/{group}/{version}{scope}/{plural}"
+    for _restart in range(3):
+        observed = datetime.now(UTC).replace(tzinfo=None)
+        items: list[dict] = []
+        token, pages, rv = "", 0, ""
+        try:
+            while True:
+                query = {"limit": str(client.settings.page_size)}
+                if token:
+                    query["continue"] = token
+                page = client.get_json(path, query)
+                pages += 1
+                meta = page.get("metadata") or {}
+                rv = str(meta.get("resourceVersion") or rv)
+                batch = page.get("items")
+                if not isinstance(batch, list):
+                    msg = f"GET {path}: expected an 'items' array, found {batch!r:.100}"
+                    raise SourceError(msg)
+                for item in batch:
+                    if isinstance(item, dict):
+                        item.setdefault("apiVersion", f"{group}/{version}")
+                        item.setdefault("kind", kind)
+                    items.append(item)
+                token = str(meta.get("continue") or "")
+                if not token:
+                    return ListedItems(tuple(items), rv, observed, pages)
+        except ApiError as exc:
+            if exc.status != 410 or not token:  # 410: the continue token expired
+                raise
+    msg = f"GET {path}: expected a complete list, found the continue token expired 3 times"
+    raise SourceError(msg)
 
 
 class ApiError(SourceError):

@@ -14,12 +14,10 @@ document ``kubectl get workloads.scheduling.k8s.io,podgroups.scheduling.k8s.io,
 podgroups.scheduling.x-k8s.io -A -o json`` writes: its fixture twin.
 """
 
-import urllib.parse
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from connectors.errors import SourceError
-from connectors.kubernetes.kube_api import ApiError, KubeApiClient
+from connectors.kubernetes.kube_api import ApiError, KubeApiClient, list_all
 from connectors.kubernetes.pod_groups import RESOURCES
 
 # newest first: the versions to try when discovery is forbidden (403)
@@ -67,36 +65,6 @@ def _versions(client: KubeApiClient, group: str, plural: str) -> list[str]:
     return serving
 
 
-def _list(client: KubeApiClient, group: str, version: str, plural: str, kind: str,
-          namespace: str) -> list[dict]:  # fmt: skip
-    scope = f"/namespaces/{urllib.parse.quote(namespace)}" if namespace else ""
-    path = f"/apis/{group}/{version}{scope}/{plural}"
-    for _restart in range(3):
-        items: list[dict] = []
-        token = ""
-        try:
-            while True:
-                query = {"limit": str(client.settings.page_size)}
-                if token:
-                    query["continue"] = token
-                page = client.get_json(path, query)
-                batch = page.get("items")
-                if not isinstance(batch, list):
-                    msg = f"GET {path}: expected an 'items' array, found {batch!r:.100}"
-                    raise SourceError(msg)
-                for item in batch:  # a List's items carry no apiVersion/kind; kubectl adds them
-                    if isinstance(item, dict):
-                        item.setdefault("apiVersion", f"{group}/{version}")
-                        item.setdefault("kind", kind)
-                    items.append(item)
-                token = str((page.get("metadata") or {}).get("continue") or "")
-                if not token:
-                    return items
-        except ApiError as exc:
-            if exc.status != 410 or not token:
-                raise
-    msg = f"GET {path}: expected a complete list, found the continue token expired 3 times"
-    raise SourceError(msg)
 
 
 def list_pod_groups(client: KubeApiClient, namespace: str = "") -> PodGroupList:
@@ -109,7 +77,7 @@ def list_pod_groups(client: KubeApiClient, namespace: str = "") -> PodGroupList:
         name = f"{group}/{plural}"
         for version in _versions(client, group, plural):
             try:
-                items += _list(client, group, version, plural, kind, namespace)
+                items += list_all(client, group, version, plural, kind, namespace).items
             except ApiError as exc:
                 if exc.status == 404:
                     continue
