@@ -810,6 +810,40 @@ def where_gpu_hours_went(first: date, end: date) -> pl.DataFrame:
         pl.col("gpu_hours").cast(pl.Float64), pl.col("capacity_gpu_hours").cast(pl.Float64))
 
 
+GPU_CONSERVATION_STATES = {
+    "charged_gpu_seconds": "charged",
+    "conflict_gpu_seconds": "conflict",
+    "infrastructure_gpu_seconds": "infrastructure",
+    "unaccounted_gpu_seconds": "unaccounted use",
+    "idle_gpu_seconds": "idle",
+    "not_observed_gpu_seconds": "not observed",
+}
+
+
+def conservation_nodes(first: date, end: date) -> list[str]:
+    """Nodes with per-GPU conservation rows in ``[first, end)``, those with unaccounted use or
+    conflict first."""
+    _cluster_wide()
+    return query(
+        "SELECT node FROM gpu_conservation_gpu_hourly WHERE day >= $first AND day < $end "
+        "GROUP BY node ORDER BY sum(unaccounted_gpu_seconds + conflict_gpu_seconds) DESC, node",
+        {"first": first, "end": end})["node"].to_list()
+
+
+def where_gpu_hours_went_per_gpu(node: str, first: date, end: date) -> pl.DataFrame:
+    """Per physical GPU of ``node`` over ``[first, end)``: its GPU-hours in each state, as
+    dcgm-exporter's readings place the holders, and the jobs and pods behind the charged ones."""
+    _cluster_wide()
+    sums = ", ".join(f"sum({c})::DOUBLE / 3600 AS \"{label}\""
+                     for c, label in GPU_CONSERVATION_STATES.items())
+    return query(
+        f"SELECT gpu_index, gpu_uuid, {sums}, "
+        "list_sort(list_distinct(flatten(list(holders)))) AS holders "
+        "FROM gpu_conservation_gpu_hourly WHERE node = $node AND day >= $first AND day < $end "
+        "GROUP BY gpu_index, gpu_uuid ORDER BY gpu_index NULLS LAST, gpu_uuid",
+        {"node": node, "first": first, "end": end})
+
+
 # --- Kueue quota history (kueue_quota_hourly / _weekly; docs/kubernetes.md) ----------------
 
 def kueue_quota_weeks() -> pl.DataFrame:

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
+import pyarrow as pa
 
+from models.cells import safe_cell_sql
 from models.focus import (
     ALL_COLUMNS,
     FOCUS_VERSIONS,
@@ -106,15 +108,18 @@ def default_path(reports: Path, period: FocusPeriod, version: str, fmt: str) -> 
     return reports / period.name / file_name(version, fmt)
 
 
-def _select(fmt: str) -> str:
+def _select(fmt: str, text_columns: frozenset[str] = frozenset()) -> str:
     """The rows with times as FOCUS writes them: ISO 8601 ``...Z`` text in CSV, UTC
-    timestamps in Parquet."""
+    timestamps in Parquet. In CSV, text a spreadsheet would evaluate (a job named ``=HYPERLINK(…)``)
+    starts with an apostrophe (models.cells); Parquet keeps the values as they are."""
     parts = []
     for c in ALL_COLUMNS:
         if c in TIME_COLUMNS:
             expr = (f"strftime(\"{c}\", '{UTC_FORMAT}')" if fmt == "csv"
                     else f"timezone('UTC', \"{c}\")")
             parts.append(f'{expr} AS "{c}"')
+        elif fmt == "csv" and c in text_columns:
+            parts.append(f'{safe_cell_sql(chr(34) + c + chr(34))} AS "{c}"')
         else:
             parts.append(f'"{c}"')
     return f"SELECT {', '.join(parts)} FROM {ROWS_TABLE}"
@@ -137,7 +142,9 @@ def write_rows(con: duckdb.DuckDBPyConnection, path: Path, fmt: str) -> Path:
         with duckdb.connect() as writer:
             writer.register(ROWS_TABLE, rows)
             literal = tmp.replace("'", "''")
-            writer.execute(f"COPY ({_select(fmt)}) TO '{literal}' ({options})")
+            text = frozenset(f.name for f in rows.schema
+                             if pa.types.is_string(f.type) or pa.types.is_large_string(f.type))
+            writer.execute(f"COPY ({_select(fmt, text)}) TO '{literal}' ({options})")
         Path(tmp).replace(path)
     finally:
         Path(tmp).unlink(missing_ok=True)

@@ -21,6 +21,7 @@ from connectors.reference_files import read_accounts, read_identity_map, read_no
 from connectors.textfiles import file_digest
 from gpuledger.nodenames import load_namer, record_names
 from models import schema
+from models.cells import safe_cell
 from models.runner import read_snapshot, record_ingest, replace_rows, transaction
 
 
@@ -177,5 +178,5 @@ def run_sql(db_path: Path, query: str) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
-    writer.writerows(rows)
+    writer.writerows([safe_cell(v) for v in row] for row in rows)  # models.cells
     return out.getvalue()

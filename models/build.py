@@ -177,8 +177,9 @@ def _build_usage_days(con: duckdb.DuckDBPyConnection, first_day: date, last_day:
 
 
 def build_conservation(con: duckdb.DuckDBPyConnection, first_day: date, end_day: date) -> None:
-    """Rewrite ``gpu_conservation_hourly`` for the days [``first_day``, ``end_day``) on DuckDB
-    (in the caller's transaction): where every physical GPU-second went. Reads the usage pass's
+    """Rewrite ``gpu_conservation_hourly`` (per node) and ``gpu_conservation_gpu_hourly`` (per
+    GPU) for the days [``first_day``, ``end_day``) on DuckDB (in the caller's transaction): where
+    every physical GPU-second went. Reads the usage pass's
     temp tables ``usage_samples`` and ``usage_span_matches`` (on either engine they are DuckDB views
     by then) and the tables that pass just rewrote."""
     create_staging_view(con)  # the temp view slurm_agent_pods
@@ -186,14 +187,17 @@ def build_conservation(con: duckdb.DuckDBPyConnection, first_day: date, end_day:
         f"CREATE OR REPLACE TEMP TABLE holding_segments AS {load_sql('node_holding_segments')}",
         {"from_ts": datetime.combine(first_day, datetime.min.time()),
          "to_ts": datetime.combine(end_day, datetime.min.time())})
+    days = {"first_day": first_day, "end_day": end_day}
+    con.execute(f"CREATE OR REPLACE TEMP TABLE reading_pieces AS {load_sql('gpu_reading_pieces')}",
+                days)
     try:
-        con.execute("DELETE FROM gpu_conservation_hourly WHERE day >= ? AND day < ?",
-                    [first_day, end_day])
-        con.execute(f"INSERT INTO gpu_conservation_hourly BY NAME "
-                    f"{load_sql('gpu_conservation_hourly')}",
-                    {"first_day": first_day, "end_day": end_day})
+        for table in ("gpu_conservation_hourly", "gpu_conservation_gpu_hourly"):  # node first
+            con.execute(f"DELETE FROM {table} WHERE day >= ? AND day < ?", [first_day, end_day])
+            mark_days(con, table, first_day, end_day)  # the per-GPU table is in the lake
+            con.execute(f"INSERT INTO {table} BY NAME {load_sql(table)}", days)
     finally:
         con.execute("DROP TABLE IF EXISTS holding_segments")
+        con.execute("DROP TABLE IF EXISTS reading_pieces")
 
 
 def _period_bounds(first_day: date, last_day: date, kind: str) -> tuple[date, date]:

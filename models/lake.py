@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from models.schema import (
     ALLOCATION_USAGE_HOURLY,
+    GPU_CONSERVATION_GPU_HOURLY,
     GPU_USAGE_HOURLY,
     GPU_UTILIZATION,
     K8S_POD_ALLOCATION_PIECES,
@@ -87,6 +88,7 @@ LAKE_TABLES: tuple[LakeTable, ...] = (
     LakeTable(K8S_POD_PHASES, "phase_ts"),
     LakeTable(ALLOCATION_USAGE_HOURLY, "day"),
     LakeTable(GPU_USAGE_HOURLY, "day"),
+    LakeTable(GPU_CONSERVATION_GPU_HOURLY, "day"),  # a row per GPU and hour
 )
 LAKE_BY_NAME: dict[str, LakeTable] = {t.name: t for t in LAKE_TABLES}
 

@@ -1397,6 +1397,36 @@ GPU_CONSERVATION_HOURLY = Table(
     "docs/accounting.md \"Conservation\").",
 )
 
+GPU_CONSERVATION_GPU_HOURLY = Table(
+    "gpu_conservation_gpu_hourly",
+    (
+        ("hour", "TIMESTAMP"),
+        ("day", "DATE"),
+        ("cluster", "VARCHAR"),
+        ("node", "VARCHAR"),
+        ("pool", "VARCHAR"),
+        ("gpu_model", "VARCHAR"),
+        ("gpu_uuid", "VARCHAR"),
+        ("gpu_index", "INTEGER"),
+        ("capacity_gpu_seconds", _GS),
+        ("observed_gpu_seconds", _GS),
+        ("charged_gpu_seconds", _GS),
+        ("conflict_gpu_seconds", _GS),
+        ("infrastructure_gpu_seconds", _GS),
+        ("unaccounted_gpu_seconds", _GS),
+        ("idle_gpu_seconds", _GS),
+        ("not_observed_gpu_seconds", _GS),
+        ("busy_gpu_seconds", _GS),
+        ("holders", "VARCHAR[]"),
+    ),
+    key=("hour", "node", "gpu_uuid"),
+    doc="Where each physical GPU's seconds went, per GPU and UTC hour, as dcgm-exporter's "
+    "readings place the holders: capacity (3,600) = charged + conflict + infrastructure + "
+    "unaccounted + idle + not_observed; unaccounted adds up to gpu_conservation_hourly's per "
+    "node; holders names the allocations rows (domain|source_key) behind the charged seconds "
+    "(models/sql/gpu_conservation_gpu_hourly.sql, docs/accounting.md \"Conservation\").",
+)
+
 # Daily rollups of the two above, rebuilt with them (same days, same transaction): the
 # dashboards read them for ranges drawn per day.
 NODE_USAGE_DAILY = Table(
@@ -1655,6 +1685,7 @@ ALL_TABLES: tuple[Table, ...] = (
     GPU_USAGE_HOURLY,
     NODE_USAGE_HOURLY,
     GPU_CONSERVATION_HOURLY,
+    GPU_CONSERVATION_GPU_HOURLY,
     GPU_USAGE_DAILY,
     NODE_USAGE_DAILY,
     REJECTS,

@@ -203,6 +203,17 @@ else:
                    "scheduler, conflict (held by two at once), infrastructure (a scheduler's own "
                    "agent, e.g. a Slinky slurmd pod), unaccounted use (busy with no holder) and "
                    "idle (docs/accounting.md, \"Conservation\").")
+    if data.has_table("gpu_conservation_gpu_hourly"):
+        nodes = data.conservation_nodes(start, end)
+        if nodes:
+            with st.expander("Per GPU: where one node's GPU-hours went"):
+                node = st.selectbox("Node", nodes, key="ut_conservation_node")
+                st.dataframe(data.where_gpu_hours_went_per_gpu(node, start, end),
+                             hide_index=True, width="stretch", key="ut_conservation_gpus")
+                st.caption("Each physical GPU's hours as dcgm-exporter's readings place the "
+                           "holders (holders: the allocations rows, domain|source_key); "
+                           "'not observed' is time without a reading of the GPU, whose "
+                           "holders are known only per node (the bars above).")
 
 st.subheader("Shared GPUs")
 if restricted:

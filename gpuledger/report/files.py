@@ -15,6 +15,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from models.cells import safe_cell
+
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
@@ -62,7 +64,9 @@ def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]
     with path.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows([csv_value(row.get(c)) for c in columns] for row in rows)
+        # text a spreadsheet would evaluate gets an apostrophe (models.cells)
+        writer.writerows([safe_cell(csv_value(row.get(c))) if isinstance(row.get(c), str)
+                          else csv_value(row.get(c)) for c in columns] for row in rows)
         _sync(fh)
 
 

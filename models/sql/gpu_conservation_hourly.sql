@@ -3,9 +3,9 @@
 --   physical inventory and every node holding allocations: where each of the node's physical
 --   GPU-seconds of the hour went (docs/accounting.md, "Conservation").
 -- Parameters: $first_day, $end_day (DATE, half-open). Reads the temp tables holding_segments
---   (node_holding_segments.sql over those days), usage_samples and usage_span_matches
---   (gpu_usage_hourly_samples.sql, gpu_usage_span_matches.sql: the one rule matching a reading
---   to its holder), and allocations, allocation_usage_hourly, slurm_agent_pods.
+--   (node_holding_segments.sql over those days) and reading_pieces (gpu_reading_pieces.sql: each
+--   dcgm-exporter reading cut at the hours, with the charged holders that took it), and
+--   allocations, allocation_usage_hourly.
 -- Every GPU-second of capacity is in exactly one state:
 --   charged_gpu_seconds: held by one charged holder (split by domain: charged_slurm_…,
 --     charged_kubernetes_…, in proportion to what each domain held in the segment);
@@ -94,105 +94,17 @@ measured AS (
     GROUP BY node, hour
 ),
 
-agent_keys AS (
-    SELECT DISTINCT node, namespace, pod FROM slurm_agent_pods
-),
-
-readings AS (
-    -- one reading per GPU (MIG instance) and span, whoever held it
-    SELECT
-        s.node, s.gpu_uuid, s.gpu_instance, s.span_start, s.span_end,
-        max(s.busy_fraction) > 0 AS busy,
-        max(s.busy_fraction) AS busy_fraction,
-        -- who the series name: the hints of an unaccounted reading
-        list_distinct(list(CASE WHEN s.pod IS NOT NULL
-            THEN 'pod ' || coalesce(s.namespace, '') || '/' || s.pod END)
-            || list(CASE WHEN s.hpc_job IS NOT NULL THEN 'hpc_job ' || s.hpc_job END))
-            AS hints,
-        bool_or(s.pod IS NOT NULL OR s.pod_uid IS NOT NULL OR s.hpc_job IS NOT NULL)
-            AS labelled,
-        -- a slurmd pod's own labels: Slurm's capacity in use outside a job it knows (neither a
-        -- customer's nor unaccounted)
-        bool_or(k.pod IS NOT NULL) AS agent_labelled
-    FROM usage_samples AS s
-    LEFT JOIN agent_keys AS k ON k.node = s.node AND k.namespace = s.namespace AND k.pod = s.pod
-    WHERE s.span_end > CAST($first_day AS TIMESTAMP)
-        AND s.span_start < CAST($end_day AS TIMESTAMP)
-    GROUP BY s.node, s.gpu_uuid, s.gpu_instance, s.span_start, s.span_end
-),
-
-reading_hours AS (
-    -- each reading cut at the hours: [piece_start, piece_end)
-    SELECT
-        r.*,
-        h.hour,
-        greatest(r.span_start, h.hour) AS piece_start,
-        least(r.span_end, h.hour + INTERVAL 1 HOUR) AS piece_end
-    FROM readings AS r,
-        LATERAL (SELECT unnest(generate_series(
-            date_trunc('hour', r.span_start),
-            date_trunc('hour', r.span_end - INTERVAL 1 MICROSECOND),
-            INTERVAL 1 HOUR)) AS hour) AS h
-),
-
-holder_pieces AS (
-    -- each charged holder of a reading piece (usage_span_matches: the one rule matching a reading
-    -- to its holder), clipped to it; time-shared holders (replicas, MPS, shards) share a GPU by
-    -- design: together they are one holder
-    SELECT
-        r.node, r.gpu_uuid, r.gpu_instance, r.piece_start, r.piece_end,
-        CASE WHEN coalesce(a.sharing IN ('time_slicing', 'mps', 'shard'), FALSE) THEN 'shared'
-            ELSE m.domain || '|' || m.source_key END AS holder,
-        min(greatest(m.start_ts, r.piece_start)) AS from_ts,
-        max(least(m.end_ts, r.piece_end)) AS to_ts
-    FROM reading_hours AS r
-    INNER JOIN usage_span_matches AS m
-        ON m.node = r.node AND m.gpu_uuid = r.gpu_uuid
-        AND m.gpu_instance IS NOT DISTINCT FROM r.gpu_instance
-        AND m.span_start = r.span_start AND m.span_end = r.span_end
-        AND m.start_ts < r.piece_end AND m.end_ts > r.piece_start
-    INNER JOIN allocations AS a
-        ON a.day = m.day AND a.domain = m.domain AND a.source_key = m.source_key
-        AND a.node = m.node AND a.start_ts = m.start_ts
-    GROUP BY ALL
-),
-
-claims AS (
-    -- holders per reading piece, and the time more than one held it: the sum of their clipped
-    -- times beyond their joint extent (a handover inside a reading is no overlap)
-    SELECT
-        node, gpu_uuid, gpu_instance, piece_start, piece_end,
-        count(*) AS holders,
-        greatest(sum(epoch(to_ts - from_ts)) - epoch(max(to_ts) - min(from_ts)), 0)
-            AS excess_seconds,
-        epoch(max(to_ts) - min(from_ts)) AS held_seconds
-    FROM holder_pieces
-    GROUP BY ALL
-),
-
-pieces AS (
-    SELECT
-        r.*,
-        coalesce(c.holders, 0) AS holders,
-        coalesce(c.excess_seconds, 0) AS excess_seconds,
-        coalesce(c.held_seconds, 0) AS held_seconds,
-        epoch(r.piece_end - r.piece_start) AS seconds
-    FROM reading_hours AS r
-    LEFT JOIN claims AS c
-        ON c.node = r.node AND c.gpu_uuid = r.gpu_uuid
-        AND c.gpu_instance IS NOT DISTINCT FROM r.gpu_instance
-        AND c.piece_start = r.piece_start AND c.piece_end = r.piece_end
-),
-
 by_reading AS (
+    -- reading_pieces (gpu_reading_pieces.sql): each reading piece with its charged holders;
+    -- seconds x weight are physical GPU-seconds (a MIG instance's reading counts its slices)
     SELECT
         node,
         hour,
         -- unclaimed busy readings: labels of no charged holder (provable), or no labels
-        sum(CAST(seconds AS DECIMAL(38, 6)))
+        sum(CAST(seconds * weight AS DECIMAL(38, 6)))
             FILTER (WHERE holders = 0 AND busy AND labelled AND NOT agent_labelled)
             AS unknown_holder_busy,
-        sum(CAST(seconds AS DECIMAL(38, 6)))
+        sum(CAST(seconds * weight AS DECIMAL(38, 6)))
             FILTER (WHERE holders = 0 AND busy AND NOT labelled) AS unlabelled_busy,
         -- the longest such reading: how far one can reach past a holder's end (or before its
         -- start) on the reading grid
@@ -201,19 +113,19 @@ by_reading AS (
         -- the unclaimed busy readings' GPUs, busy GPU-seconds and holder hints
         list_sort(list(DISTINCT gpu_uuid)
             FILTER (WHERE holders = 0 AND busy AND NOT agent_labelled)) AS unclaimed_gpu_uuids,
-        sum(CAST(seconds * busy_fraction AS DECIMAL(38, 6)))
+        sum(CAST(seconds * weight * busy_fraction AS DECIMAL(38, 6)))
             FILTER (WHERE holders = 0 AND busy AND NOT agent_labelled) AS unclaimed_busy,
-        sum(CAST(seconds AS DECIMAL(38, 6)))
+        sum(CAST(seconds * weight AS DECIMAL(38, 6)))
             FILTER (WHERE holders = 0 AND busy AND NOT agent_labelled) AS unclaimed_seconds,
         list_sort(list_distinct(flatten(list(hints)
             FILTER (WHERE holders = 0 AND busy AND NOT agent_labelled)))) AS unclaimed_hints,
         -- dcgm-exporter saw two or more charged holders on one GPU at once (double-scheduled
         -- GPUs the node-level sweep cannot see while the node is within its count)
-        sum(CAST(least(excess_seconds, held_seconds) AS DECIMAL(38, 6)))
+        sum(CAST(least(excess_seconds, held_seconds) * weight AS DECIMAL(38, 6)))
             FILTER (WHERE holders > 1) AS gpu_conflict,
-        sum(CAST(excess_seconds AS DECIMAL(38, 6))) FILTER (WHERE holders > 1) AS gpu_excess
-    FROM pieces
-    WHERE hour >= CAST($first_day AS TIMESTAMP) AND hour < CAST($end_day AS TIMESTAMP)
+        sum(CAST(excess_seconds * weight AS DECIMAL(38, 6))) FILTER (WHERE holders > 1)
+            AS gpu_excess
+    FROM reading_pieces
     GROUP BY node, hour
 ),
 

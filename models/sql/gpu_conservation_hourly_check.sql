@@ -13,9 +13,18 @@
 --     what the sweep holds (charged + conflict + excess) by more than 10 ms per GPU;
 --   'no_inventory': GPU-time is charged on a node the inventory does not have;
 --   'unexplained_conflict': GPU-time held twice, beyond the tolerance, that no double_scheduled,
---     shared_overcommit or over_capacity incident covers (more holders than GPUs is an incident, never a silent over-charge).
+--     shared_overcommit or over_capacity incident covers (more holders than GPUs is an incident,
+--     never a silent over-charge);
+--   'gpu_states' (gpu_uuid set, from gpu_conservation_gpu_hourly): a GPU's charged + conflict +
+--     infrastructure + unaccounted + idle + not_observed <> its 3,600 seconds, or a state is
+--     negative (readings of one GPU overlapping, or more placed on it than it was read);
+--   'gpu_unaccounted': the node's GPUs' unaccounted seconds do not add up to the node's.
 WITH c AS (
     SELECT * FROM gpu_conservation_hourly WHERE day >= $first_day AND day < $end_day
+),
+
+g AS (
+    SELECT * FROM gpu_conservation_gpu_hourly WHERE day >= $first_day AND day < $end_day
 ),
 
 problems AS (
@@ -53,11 +62,29 @@ problems AS (
             AND f.node = c.node
             AND f.start_ts < c.hour + INTERVAL 1 HOUR AND f.end_ts > c.hour
     )
+    UNION ALL BY NAME
+    SELECT
+        hour, node, gpu_uuid, capacity_gpu_seconds, charged_gpu_seconds, conflict_gpu_seconds,
+        infrastructure_gpu_seconds, unaccounted_gpu_seconds, idle_gpu_seconds,
+        not_observed_gpu_seconds, 'gpu_states' AS problem
+    FROM g
+    WHERE abs(charged_gpu_seconds + conflict_gpu_seconds + infrastructure_gpu_seconds
+              + unaccounted_gpu_seconds + idle_gpu_seconds + not_observed_gpu_seconds
+              - capacity_gpu_seconds) > 0.001
+        OR least(charged_gpu_seconds, conflict_gpu_seconds, infrastructure_gpu_seconds,
+                 unaccounted_gpu_seconds, idle_gpu_seconds, not_observed_gpu_seconds) < -0.001
+    UNION ALL BY NAME
+    SELECT c.hour, c.node, c.unaccounted_gpu_seconds, 'gpu_unaccounted' AS problem
+    FROM c
+    LEFT JOIN (
+        SELECT hour, node, sum(unaccounted_gpu_seconds) AS placed FROM g GROUP BY ALL
+    ) AS p ON p.hour = c.hour AND p.node = c.node
+    WHERE abs(c.unaccounted_gpu_seconds - coalesce(p.placed, 0)) > 0.001
 )
 
 SELECT
-    hour, node, problem, capacity_gpu_seconds, charged_gpu_seconds, conflict_gpu_seconds,
+    hour, node, problem, gpu_uuid, capacity_gpu_seconds, charged_gpu_seconds, conflict_gpu_seconds,
     infrastructure_gpu_seconds, unaccounted_gpu_seconds, idle_gpu_seconds, excess_gpu_seconds,
-    invoiced_gpu_seconds
+    not_observed_gpu_seconds, invoiced_gpu_seconds
 FROM problems
-ORDER BY hour, node, problem
+ORDER BY hour, node, problem, gpu_uuid

@@ -8,7 +8,8 @@
 -- Matching a reading to an allocation (only inside the allocation's own interval and GPUs):
 --   Kubernetes: the reading's pod_uid is the pod uid (source_key); where the exporter gives no
 --     pod_uid, its namespace and pod are the allocation's, in the same cluster; when the
---     allocation names its GPUs (gpu_uuids), the reading's GPU is one of them.
+--     allocation names its GPUs by UUID (gpu_uuids), the reading's GPU is one of them (a shared
+--     DRA claim's '<pool>/<device>' keys name no UUID: its pod's labels alone place it).
 --   Slurm: the reading's hpc_job is the run's JobIDRaw (slurm_runs.job_id_raw; dcgm-exporter's
 --     hpc job mapping writes it) on the same node. Every run of a requeued job has the same
 --     JobIDRaw: each run takes only the readings inside its own [start_ts, end_ts). Matched by node
@@ -64,7 +65,11 @@ matched AS (
         UNION ALL
         SELECT * FROM pod_name_matches
     )
+    -- GPUs named by UUID: the reading's must be one; a DRA claim several pods share names its
+    -- devices as '<pool>/<device>' keys instead (stg_kubernetes_allocations.sql), which no
+    -- reading's UUID is: its pods' own labels place them
     WHERE gpu_uuids IS NULL OR list_contains(gpu_uuids, gpu_uuid)
+        OR NOT list_bool_or(list_transform(gpu_uuids, u -> NOT contains(u, '/')))
     GROUP BY ALL
 )
 

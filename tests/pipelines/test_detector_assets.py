@@ -117,3 +117,26 @@ def test_busy_gpus_without_a_holder_are_an_unaccounted_use_finding_in_dagster(tm
     assert found.metadata["gpu_hours"].value == 1.0
     assert "pod ml/claimed-pod" in found.metadata["sample"].value
     assert checks["every_gpu_second_accounted_once"].passed
+
+
+def test_a_gpu_hour_that_breaks_conservation_fails_the_run_with_that_gpu(tmp_path: Path):
+    from models.build import build_allocations, build_gpu_usage_hourly
+
+    db = tmp_path / "ledger.duckdb"
+    _ledger(db)
+    with duckdb.connect(str(db)) as con:
+        day = _at(0).date()
+        build_allocations(con, day, day)
+        build_gpu_usage_hourly(con, day, day)
+        # a GPU-hour whose states add up to more than the GPU (as two overlapping readings of one
+        # GPU would make it): the node rows still add up
+        con.execute("UPDATE gpu_conservation_gpu_hourly SET idle_gpu_seconds = "
+                    "idle_gpu_seconds + 5 WHERE gpu_uuid = 'GPU-n2-0' AND hour = ?", [_at(10)])
+    result = _materialize(db)
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    broken = checks["every_gpu_second_accounted_once"]
+    assert not broken.passed
+    assert broken.metadata["gpu_hours"].value == 1
+    assert broken.metadata["problems"].value == "gpu_states"
+    assert "GPU-n2-0" in broken.metadata["sample"].value
+    db.unlink()  # the session's own conservation sweep would find this ledger broken

@@ -78,10 +78,12 @@ no_unaccounted_use = _incidents_check(
     pool=LEDGER_POOL,
     asset="incidents",
     partitions_def=daily_partitions,
-    description="Conservation, per node and hour: charged + conflict + infrastructure + "
-    "unaccounted + idle = capacity to the GPU-second, the invoices' GPU-seconds equal what the "
-    "sweep holds, nothing charged on a node the inventory lacks, and GPU-time held twice is "
-    "an incident (docs/accounting.md, \"Conservation\"). Fails with the node-hours that break it.",
+    description="Conservation, per node and per physical GPU and hour: charged + conflict + "
+    "infrastructure + unaccounted + idle (+ not observed, per GPU) = capacity to the "
+    "GPU-second, the invoices' GPU-seconds equal what the sweep holds, the GPUs' unaccounted "
+    "seconds add up to the node's, nothing charged on a node the inventory lacks, and GPU-time "
+    "held twice is an incident (docs/accounting.md, \"Conservation\"). Fails with the node-hours "
+    "and GPU-hours (gpu_uuid) that break it.",
 )
 def every_gpu_second_accounted_once(
     context: dg.AssetCheckExecutionContext, ledger: LedgerResource
@@ -95,6 +97,7 @@ def every_gpu_second_accounted_once(
                                    {"first_day": day, "end_day": day + timedelta(days=1),
                                     "tolerance_s": float(tolerance)})
     return offending_rows_result(rows, columns, metadata={
-        "node_hours": len(rows),
+        "node_hours": len({(r[0], r[1]) for r in rows}),
+        "gpu_hours": sum(1 for r in rows if r[3] is not None),
         "problems": ", ".join(sorted({str(r[2]) for r in rows})) or "none",
     })

@@ -76,6 +76,24 @@ sleep 1
 TZ=UTC SLURM_TIME_FORMAT=%s scontrol --all --details show job >"$OUT/scontrol-jobs.txt"
 TZ=UTC SLURM_TIME_FORMAT=%s scontrol -o show node >"$OUT/scontrol-nodes.txt"
 squeue -j "$IDLIST" -o '%i %j %T %b %N' >&2 || true
+# The MPS job runs beside the shard jobs only when Slurm has put all five shards on one GPU;
+# otherwise it waits for them to end (a GPU is either). Its block is then taken when it runs,
+# appended once (the CI run of 2026-12-07 found it pending at the first snapshot).
+MPS=$(awk -F'\t' '$1 == "mps-50" {print $2}' "$MAN")
+if ! awk -v id="$MPS" '$1 == "JobId="id {b=1} b && /JobState=RUNNING/ {f=1; exit}
+                          b && /^$/ {exit} END {exit !f}' "$OUT/scontrol-jobs.txt"; then
+  end=$((SECONDS + 120))
+  until [ "$(squeue -h -j "$MPS" -t R | wc -l)" -ge 1 ]; do
+    [ "$SECONDS" -lt "$end" ] || { squeue -j "$IDLIST" >&2; die "MPS job never ran"; }
+    sleep 0.2
+  done
+  # drop the pending block, keep the running one
+  awk -v id="$MPS" '$1 == "JobId="id {skip=1} skip && /^$/ {skip=0; next} !skip' \
+    "$OUT/scontrol-jobs.txt" >"$OUT/scontrol-jobs.tmp"
+  TZ=UTC SLURM_TIME_FORMAT=%s scontrol --all --details show job "$MPS" >>"$OUT/scontrol-jobs.tmp"
+  mv "$OUT/scontrol-jobs.tmp" "$OUT/scontrol-jobs.txt"
+  log "MPS job $MPS snapshot taken when it ran"
+fi
 log "scontrol snapshots taken"
 
 end=$((SECONDS + 180))
