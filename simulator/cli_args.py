@@ -156,6 +156,38 @@ def add_slurm_shape_arguments(parser: argparse.ArgumentParser) -> None:
                             "(nvidia_h100_80gb_hbm3, nvidia_h100_80gb_hbm3_3g.40gb)")
 
 
+def add_dra_arguments(parser: argparse.ArgumentParser) -> None:
+    """DRA (issue #27 item 8; docs/simulator-shapes.md "DRA"); off by default."""
+    group = parser.add_argument_group("Dynamic Resource Allocation (DRA)")
+    group.add_argument("--dra-pods", type=_share, default=None, metavar="SHARE",
+                       help="share of the Kubernetes GPU workloads whose pods get their GPUs "
+                            "through ResourceClaims of dra-driver-nvidia-gpu (gpu.nvidia.com) "
+                            "instead of the nvidia.com/gpu device plugin: no GPU request in "
+                            "kube-state-metrics, kube_pod_resourceclaim_info instead, the "
+                            "claims in dra/ snapshots; slurm-bridge pods of that share take the "
+                            "extended-resource path (deviceclass.resource.kubernetes.io/"
+                            "gpu.nvidia.com)")
+    group.add_argument("--dcgm-dra-labels", action=argparse.BooleanOptionalAction,
+                       default=None,
+                       help="whether dcgm-exporter runs with --kubernetes-enable-dra (default: "
+                            "yes; the DRA GPUs' series then carry the pod and dra_* labels; "
+                            "without it they carry no pod labels)")
+    group.add_argument("--dra-snapshot-every", type=int, default=None, metavar="MINUTES",
+                       help="minutes between the kubectl get resourceclaims,pods snapshots in "
+                            f"dra/ (default {SimConfig.dra_snapshot_every // 60})")
+
+
+def dra_settings(args: argparse.Namespace) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if args.dra_pods is not None:
+        out["dra_pods"] = args.dra_pods
+    if args.dcgm_dra_labels is not None:
+        out["dcgm_dra_labels"] = args.dcgm_dra_labels
+    if args.dra_snapshot_every is not None:
+        out["dra_snapshot_every"] = args.dra_snapshot_every * 60
+    return out
+
+
 def slurm_shape_settings(args: argparse.Namespace) -> dict[str, object]:
     out: dict[str, object] = {}
     if isinstance(args.slinky_nodes, float):
@@ -219,6 +251,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "truth in physical fractions (issue #16; docs/simulator-shapes.md)")
     add_shape_arguments(parser)
     add_slurm_shape_arguments(parser)
+    add_dra_arguments(parser)
 
 
 def realistic_settings(args: argparse.Namespace) -> dict[str, object]:
@@ -250,6 +283,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         site_reports=args.site_reports, **shapes,  # type: ignore[arg-type]
         **realistic_settings(args),  # type: ignore[arg-type]
         **slurm_shape_settings(args),  # type: ignore[arg-type]
+        **dra_settings(args),  # type: ignore[arg-type]
     )
 
 

@@ -93,6 +93,13 @@ class SimConfig:
     slinky_mode: str = "statefulset"
     # --autodetect-gpu-types: Slurm GRES types as AutoDetect=nvml names them (autodetect.py)
     autodetect_gpu_types: bool = False
+    # --dra-pods SHARE (issue #27 item 8, simulator/dra.py): a share of the Kubernetes GPU
+    # workloads get their GPUs through DRA ResourceClaims (slurm-bridge pods: the extended-
+    # resource path); --no-dcgm-dra-labels: dcgm-exporter without --kubernetes-enable-dra;
+    # --dra-snapshot-every: seconds between the dra/ ResourceClaim snapshots
+    dra_pods: float = 0.0
+    dcgm_dra_labels: bool = True
+    dra_snapshot_every: int = 600
 
     def __post_init__(self) -> None:
         problems = []
@@ -141,6 +148,14 @@ class SimConfig:
         if self.no_pod_labels_nodes and self.no_pod_labels_share:
             problems.append("expected --no-pod-labels-on to be node names or a share, found both")
         problems.extend(self._slinky_problems())
+        if not 0.0 <= self.dra_pods <= 1.0:
+            problems.append(f"expected --dra-pods SHARE between 0 and 1, found {self.dra_pods}")
+        if self.dra_snapshot_every < 60 or DAY % self.dra_snapshot_every:
+            problems.append(f"expected --dra-snapshot-every to divide 1440 minutes (5, 10, 60 "
+                            f"...), found {self.dra_snapshot_every / 60:g}")
+        if self.dra_pods and self.dcgm_dra_labels and self.dcgm_names == "1.x":
+            problems.append("expected --no-dcgm-dra-labels with --dcgm-names 1.x (dcgm-exporter "
+                            "1.x has no --kubernetes-enable-dra), found DRA labels on")
         if not self.honor_labels and self.dcgm_label_style == "pod":
             problems.append("expected --dcgm-label-style exported or drift with "
                             "--no-honor-labels (without honorLabels every scrape of a "
@@ -166,6 +181,11 @@ class SimConfig:
     def slinky(self) -> bool:
         """Whether some Slurm nodes run inside Kubernetes (``--slinky-nodes``)."""
         return bool(self.slinky_nodes or self.slinky_share)
+
+    @property
+    def dra(self) -> bool:
+        """Whether some pods hold GPUs through DRA ResourceClaims (``--dra-pods``)."""
+        return self.dra_pods > 0
 
     @property
     def shapes_changed(self) -> bool:

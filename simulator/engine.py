@@ -14,6 +14,8 @@ from pathlib import Path
 
 from simulator.arrivals import merge
 from simulator.config import DAY, HOUR, MINUTE, SimConfig
+from simulator.dra import SNAPSHOT_GLOB as DRA_SNAPSHOT_GLOB
+from simulator.dra import DraRun
 from simulator.identity import Resolver
 from simulator.k8s_jobs import K8sBatch, K8sSide
 from simulator.k8s_model import WorkloadPlan, holders, kueue_events, pod_records
@@ -71,7 +73,7 @@ OUTPUT_FILES = (
     SHOW_NODE,
 )
 #: outputs named by time: one `scontrol show job -d` snapshot per collection
-OUTPUT_PATTERNS = (SNAPSHOT_GLOB, KUEUE_SNAPSHOT_GLOB)
+OUTPUT_PATTERNS = (SNAPSHOT_GLOB, KUEUE_SNAPSHOT_GLOB, DRA_SNAPSHOT_GLOB)
 
 
 def is_output_file(name: str) -> bool:
@@ -186,6 +188,8 @@ class _Run:
         # --slinky-nodes: the slurmd pods holding the Slinky nodes' GPUs, by node
         self.agents = agents(world) if cfg.slinky else ()
         self.agent_by_node = {a.node.name: a for a in self.agents}
+        # --dra-pods: the workloads holding GPUs through ResourceClaims (simulator/dra.py)
+        self.dra = DraRun(cfg, self.shapes.host) if cfg.dra else None
         self.sweep: MetricsSweep | None = None
         if cfg.metrics:
             name = "metrics.om.gz" if cfg.gzip_om else "metrics.om"
@@ -197,7 +201,7 @@ class _Run:
                 shapes=self.shapes, init_containers=cfg.init_container_gpus > 0,
                 jobs=cfg.realistic,
                 sharing=self.sharing.metrics if self.sharing is not None else None,
-                agents={a.node.name: a.dcgm for a in self.agents})
+                agents={a.node.name: a.dcgm for a in self.agents}, dra=cfg.dra)
         self.slurm_jobs = 0
         self.slurm_started = 0
         self.pods = 0
@@ -242,19 +246,24 @@ class _Run:
             self.holder(h, now)
 
     def k8s(self, batch: K8sBatch, now: int) -> None:
-        for plan in map(self.pod_shapes.apply, batch.plans):
+        plans = list(map(self.pod_shapes.apply, batch.plans))
+        picked = self.dra.take_all(plans) if self.dra is not None else {}
+        for plan in plans:
             if self.realistic:
                 plan = workload_deleted(plan)
                 job = job_object(plan)
                 if job is not None and self.sweep is not None and self.sweep.jobs is not None:
                     self.sweep.jobs.add(job)
             self.kueue_snapshots.add(plan)
+            dra = picked.get(plan.uid)
             last = _last_activity(plan)
             exists = plan.deleted is None or plan.deleted >= self.w1
             in_window = plan.created < self.w1 and exists and (last is None or last >= self.w0)
             if plan.managed_by_kueue and in_window:
                 self.workloads.add(plan, self.w1)
             for pod in pod_records(plan):
+                if dra:
+                    pod = DraRun.pod_record(dra, pod)
                 if pod.created < self.w1 and (pod.deleted is None or pod.deleted > self.w0):
                     self.pods += 1
                     if pod.containers:
@@ -266,7 +275,7 @@ class _Run:
             if self.sweep is not None:
                 self.sweep.add_events(kueue_events(plan))
             for h in holders(plan, self.w1):
-                self.holder(h, now)
+                self.holder(DraRun.holder(dra, h) if dra else h, now)
         for incident in batch.incidents:
             pieces = ([incident] if not self.realistic else
                       split_by_gaps(incident, self.irregular.exporter_outages))
@@ -347,10 +356,13 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
     run.sacct.close()
     run.workloads.close()
     run.kueue_snapshots.close()
+    if run.dra is not None:
+        run.dra.write(out_dir, w0, w1)
     incidents = run.truth.close()
     sreport = run.sreport.write(out_dir / "sreport", cfg.cluster, world.nodes)
     write_site_file(cfg, out_dir, scontrol_written=run.scontrol.files > 0,
-                    kueue_snapshots_written=run.kueue_snapshots.files > 0)
+                    kueue_snapshots_written=run.kueue_snapshots.files > 0,
+                    dra_snapshots_written=run.dra is not None and run.dra.counts["snapshots"] > 0)
     gpu_hours = {k: round(v / 3600, 3) for k, v in sorted(run.truth.gpu_seconds_by_domain.items())}
     files = tuple(sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*")
                          if p.is_file() and is_output_file(p.relative_to(out_dir).as_posix())))
@@ -371,7 +383,8 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
         write_show_node(world, out_dir, run.agents, hosts)
     write_world_json(world, run.irregular, planter.record, asdict(summary), out_dir,
                      run.layouts, run.sharing.world_block() if run.sharing is not None else None,
-                     world_block(cfg, run.agents, hosts) if cfg.slinky else None)
+                     world_block(cfg, run.agents, hosts) if cfg.slinky else None,
+                     run.dra.world_block() if run.dra is not None else None)
     say(summary.describe())
     return summary
 

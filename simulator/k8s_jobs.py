@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from simulator.arrivals import Arrival, log_uniform, merge, poisson
 from simulator.config import DAY, HOUR, MINUTE
+from simulator.dra import DEVICE_CLASS, chosen
 from simulator.k8s_model import JOB_TTL_SECONDS, AttemptPlan, PodPlan, WorkloadPlan
 from simulator.records import Incident, Profile
 from simulator.rng import k8s_uid, pod_suffix, short_hex, stream
@@ -261,7 +262,9 @@ class K8sSide:
                                   view="slurm")
         rep = self.slurm.bridge_job(pod_key=f"{ns.name}/{name}", pod_name=name, placement=p,
                                     submit=created + 2, start=start, end=end,
-                                    gpus_cpus_mem=(gpus, 8 * gpus, 64 * gpus))
+                                    gpus_cpus_mem=(gpus, 8 * gpus, 64 * gpus),
+                                    gres_type=DEVICE_CLASS if chosen(self.world.config,
+                                                                     ns.name, job) else "")
         return K8sBatch(plans=[plan], slurm=[rep])
 
     # ------------------------------------------------------------------ inference

@@ -1,6 +1,7 @@
 """The OpenMetrics file's metric families, in the order they are written (kube-state-metrics
 and Kueue HELP texts as the exporters print them)."""
 
+from simulator.dra import CLAIM_INFO_FAMILY
 from simulator.ksm_jobs import JOB_FAMILIES
 from simulator.pod_shapes import INIT_FAMILIES
 from simulator.scrape_shapes import ScrapeShapes
@@ -41,10 +42,14 @@ KUEUE_FAMILIES: tuple[tuple[str, str, str], ...] = (
 
 
 def families(shapes: ScrapeShapes, init_containers: bool,
-             jobs: bool = False) -> list[tuple[str, str, str]]:
+             jobs: bool = False, dra: bool = False) -> list[tuple[str, str, str]]:
     """The file's metric families in order (init-container ones only where pods have them,
-    Job ones only with ``--realistic``)."""
+    Job ones only with ``--realistic``, kube_pod_resourceclaim_info only with
+    ``--dra-pods``)."""
     ksm = [*KSM_FAMILIES, *(JOB_FAMILIES if jobs else ())]
+    if dra:
+        at = [name for name, _, _ in ksm].index("kube_pod_container_resource_requests") + 1
+        ksm[at:at] = [CLAIM_INFO_FAMILY]
     if init_containers:
         at = [name for name, _, _ in ksm].index("kube_pod_container_resource_requests") + 1
         ksm[at:at] = INIT_FAMILIES

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from simulator.config import DAY
+from simulator.dra import CLAIM_INFO, claim_info_lines
 from simulator.ksm_jobs import KsmJobs, with_job_label
 from simulator.metric_families import families
 from simulator.outputs import open_output
@@ -103,7 +104,8 @@ class MetricsSweep:
                  busy_path: Path, irregular: Irregularities, seed: int,
                  shapes: ScrapeShapes | None = None, init_containers: bool = False,
                  jobs: bool = False, sharing: "SharingMetrics | None" = None,
-                 agents: dict[str, tuple[tuple[str, str], ...]] | None = None) -> None:
+                 agents: dict[str, tuple[tuple[str, str], ...]] | None = None,
+                 dra: bool = False) -> None:
         self.nodes = nodes
         # Kubernetes nodes, with the Slinky ones (--slinky-nodes): their slurmd pods' labels
         self.k8s_nodes = [n for n in nodes if n.in_kubernetes or n.slinky]
@@ -115,7 +117,7 @@ class MetricsSweep:
         self.irregular = irregular
         self.shapes = shapes = shapes or ScrapeShapes()
         self.seed = seed
-        self.families = families(shapes, init_containers, jobs)
+        self.families = families(shapes, init_containers, jobs, dra)
         self.sharing = sharing
         if sharing is not None:  # --shared-gpus: node allocatable and GFD labels
             at = [name for name, _, _ in self.families].index("kube_node_status_capacity") + 1
@@ -237,9 +239,12 @@ class MetricsSweep:
             target = self.shapes.dcgm_target(node, exported)
             base = self._gpu_labels[node.name]
             by_gpu: dict[int, list[Holder]] = {}
+            also: dict[int, list[Holder]] = {}  # a shared DRA claim's other GPUs: named only
             for h in holders:
                 for i in h.gpu_indices:
                     by_gpu.setdefault(i, []).append(h)
+                for i in h.dcgm_also:
+                    also.setdefault(i, []).append(h)
             for i, uuid in enumerate(node.gpu_uuids):
                 owners = by_gpu.get(i)
                 if not owners:
@@ -258,7 +263,8 @@ class MetricsSweep:
                     continue
                 pct = gpu_util_percent(milli)
                 ratio = _fmt_ratio(milli)
-                for labels in self.shapes.holder_series(node, i, owners, exported, base[i],
+                named = owners + also[i] if i in also else owners
+                for labels in self.shapes.holder_series(node, i, named, exported, base[i],
                                                         target):
                     util_lines.append(f"{util}{{{labels}}} {pct} {ts}\n")
                     if ratio_name is not None:
@@ -347,11 +353,13 @@ class MetricsSweep:
             for family, line in init_container_lines(self.shapes, p, base, node, target,
                                                      ts, scheduled, self.seed):
                 self._emit(family, line)
-        else:
+        elif p.gpu_resource:  # a DRA pod requests none (simulator/dra.py)
             self._emit("kube_pod_container_resource_requests",
                        f"kube_pod_container_resource_requests{{{base},"
                        f'{self.shapes.container(p.container)},node="{node}",'
                        f'resource="{p.gpu_resource}",unit="integer",{target}}} {p.gpus} {ts}\n')
+        for line in claim_info_lines(p, base, target, ts):
+            self._emit(CLAIM_INFO, line)
         if scheduled and p.scheduled is not None:
             # at the Running start: the truth charges Running time (docs/accounting.md) and the
             # simulator has no image-pull phase in this metric (docs/simulator-shapes.md)

@@ -57,6 +57,11 @@ class Holder:
     dcgm_containers: tuple[tuple[int, str], ...] = ()  # GPU index -> container, if not dcgm's
     units: int = 0  # --shared-gpus: MIG instances, replicas or shards held (0: whole GPUs)
     gpu_model: str = ""  # the model the rate card prices it by ("": the node's)
+    # --dra-pods (simulator/dra.py): the ResourceClaim (namespace, name) the pod holds its GPUs
+    # through, and the node's GPUs of a claim it shares with another pod (named by dcgm-exporter
+    # on those too, not held: truth keeps each pod's own GPUs)
+    dra_claim: tuple[str, str] | None = None
+    dcgm_also: tuple[int, ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -89,7 +94,11 @@ class PodRecord:
     deleted: int | None  # None: still exists at the window's end
     pod_number: int  # for its IP address
     containers: tuple[GpuContainer, ...] = ()  # GPU containers; () = one, ``container``
-    gpu_resource: str = "nvidia_com_gpu"  # the KSM resource requested (--shared-gpus: MIG)
+    gpu_resource: str = "nvidia_com_gpu"  # the KSM resource requested (--shared-gpus: MIG;
+    #                                       "": none, a DRA pod)
+    # --dra-pods: kube_pod_resourceclaim_info per spec.resourceClaims entry (claim_name,
+    # resourceclaim_name, resourceclaim_template_name)
+    claims: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

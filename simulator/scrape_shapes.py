@@ -9,6 +9,7 @@ issue #12 and docs/simulator-shapes.md; each fact's source is named where it is 
 from dataclasses import dataclass
 
 from simulator.config import NODE_DOMAIN, SimConfig
+from simulator.dra import dcgm_labels as dra_labels
 from simulator.records import Holder
 from simulator.rng import digest_hex, pod_suffix
 from simulator.world import GPU_MODEL_NAMES, Node
@@ -95,6 +96,7 @@ class ScrapeShapes:
     hostname_label: str = "Hostname"
     unlabelled: frozenset[str] = frozenset()
     fqdn_only: frozenset[str] = frozenset()  # --realistic: only these nodes use the FQDN
+    dra_labels: bool = True  # dcgm-exporter --kubernetes-enable-dra (simulator/dra.py)
 
     @classmethod
     def from_config(cls, config: SimConfig, unlabelled: tuple[str, ...],
@@ -105,7 +107,8 @@ class ScrapeShapes:
                    naming=DCGM_NAMINGS[config.dcgm_names],
                    hostname_label=config.dcgm_hostname_label,
                    unlabelled=frozenset(unlabelled),
-                   fqdn_only=frozenset(fqdn_some) if mixed else frozenset())
+                   fqdn_only=frozenset(fqdn_some) if mixed else frozenset(),
+                   dra_labels=config.dcgm_dra_labels)
 
     # ------------------------------------------------------------------ names
 
@@ -191,6 +194,9 @@ class ScrapeShapes:
         for h in owners:
             container = dict(h.dcgm_containers).get(i) if h.dcgm_containers else None
             workload = self.dcgm_workload(node, h.dcgm, exported, container)
+            if h.dra_claim is not None:  # a DRA GPU (simulator/dra.py)
+                workload = (f"{workload},{dra_labels(h.dra_claim, self.host(node), i)}"
+                            if self.dra_labels and workload else "")
             labels = f"{base},{workload},{target}" if workload else f"{base},{target}"
             if labels not in out:
                 out.append(labels)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from simulator.config import SimConfig
+from simulator.dra import SNAPSHOT_DIR as DRA_SNAPSHOT_DIR
 from simulator.kueue_snapshots import SNAPSHOT_DIR
 from simulator.outputs import open_output
 from simulator.timefmt import iso_z
@@ -18,11 +19,13 @@ def _q(value: str) -> str:
 
 
 def site_text(cfg: SimConfig, *, scontrol_written: bool,
-              kueue_snapshots_written: bool = False) -> str:
+              kueue_snapshots_written: bool = False, dra_snapshots_written: bool = False) -> str:
     """The site file of a world written with ``cfg`` (``scontrol_written``: whether any
     ``slurm/scontrol-*.txt`` snapshot was written; ``kueue_snapshots_written``: whether the
     time-named Workload snapshots of ``kueue/snapshots/`` were, then ``[kueue] snapshot`` names
-    that folder so the Workload history keeps the Workloads deleted in the window)."""
+    that folder so the Workload history keeps the Workloads deleted in the window;
+    ``dra_snapshots_written``: whether the ``dra/`` ResourceClaim snapshots were, then
+    ``[dra] snapshot`` names that folder, gpuledger/site_dra.py)."""
     gz = ".gz" if cfg.gzip_all else ""
     lines = [
         "# A simulated world as a site (docs/site-file.md), written by the simulator: every",
@@ -60,11 +63,16 @@ def site_text(cfg: SimConfig, *, scontrol_written: bool,
                   f"openmetrics = {_q('prometheus/' + name)}"]
     snapshot = SNAPSHOT_DIR if kueue_snapshots_written else "kueue/workloads.json" + gz
     lines += ["", f"[gpuledger.clusters.{cfg.cluster}.kueue]", f"snapshot = {_q(snapshot)}"]
+    if dra_snapshots_written:  # --dra-pods: kubectl get resourceclaims,pods (simulator/dra.py)
+        lines += ["", f"[gpuledger.clusters.{cfg.cluster}.dra]",
+                  f"snapshot = {_q(DRA_SNAPSHOT_DIR)}"]
     return "\n".join(lines) + "\n"
 
 
 def write_site_file(cfg: SimConfig, out_dir: Path, *, scontrol_written: bool,
-                    kueue_snapshots_written: bool = False) -> None:
+                    kueue_snapshots_written: bool = False,
+                    dra_snapshots_written: bool = False) -> None:
     with open_output(out_dir / SITE_FILE, compress=False) as fh:
         fh.write(site_text(cfg, scontrol_written=scontrol_written,
-                           kueue_snapshots_written=kueue_snapshots_written))
+                           kueue_snapshots_written=kueue_snapshots_written,
+                           dra_snapshots_written=dra_snapshots_written))

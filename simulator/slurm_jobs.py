@@ -393,13 +393,15 @@ class SlurmSide:
     # ------------------------------------------------------------------ used by other sides
 
     def bridge_job(self, *, pod_key: str, pod_name: str, placement: Placement, submit: int,
-                   start: int, end: int, gpus_cpus_mem: tuple[int, int, int]) -> SlurmBatch:
-        """slurm-bridge's representative job for a pod on a shared node (not charged in Slurm)."""
+                   start: int, end: int, gpus_cpus_mem: tuple[int, int, int],
+                   gres_type: str = "") -> SlurmBatch:
+        """slurm-bridge's representative job for a pod on a shared node (not charged in Slurm);
+        `gres_type`: the device class of its DRA path (``gres/gpu:gpu.nvidia.com=N``)."""
         gpus, cpus, mem_gb = gpus_cpus_mem
         job_id = self._take_id()
         model = placement.node.gpu_model
         shape = Shape(cpus, mem_gb * 1024, gpus, model, True,
-                      gres_type=self.mix.gres.whole_override(model))
+                      gres_type=gres_type or self.mix.gres.whole_override(model))
         limit = max(5, math.ceil((end - start) * 1.5 / MINUTE))
         plan = RecordPlan(
             job_id=str(job_id), job_id_raw=str(job_id), name=pod_name, user=BRIDGE_USER,

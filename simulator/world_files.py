@@ -105,6 +105,12 @@ def command_line(cfg: SimConfig, out: str) -> str:
         parts.append(f"--slinky-mode {cfg.slinky_mode}")
     if cfg.autodetect_gpu_types:
         parts.append("--autodetect-gpu-types")
+    if cfg.dra:
+        parts.append(f"--dra-pods {cfg.dra_pods}")
+        if not cfg.dcgm_dra_labels:
+            parts.append("--no-dcgm-dra-labels")
+        if cfg.dra_snapshot_every != SimConfig.dra_snapshot_every:
+            parts.append(f"--dra-snapshot-every {cfg.dra_snapshot_every // 60}")
     if cfg.kueue_snapshot_every != (3600 if cfg.realistic else 0):
         parts.append(f"--kueue-snapshot-every {cfg.kueue_snapshot_every // 60}")
     if cfg.site_db != SimConfig.site_db:
@@ -204,7 +210,8 @@ def write_world_json(world: World, irr: Irregularities, plantings: Plantings,
                      summary: dict[str, object], out_dir: Path,
                      layouts: dict[str, int] | None = None,
                      shared_gpus: dict[str, object] | None = None,
-                     slinky: dict[str, object] | None = None) -> None:
+                     slinky: dict[str, object] | None = None,
+                     dra: dict[str, object] | None = None) -> None:
     """world.json: the config, window, inventory, queues, planted faults and decoys,
     conventions, the commands the dumps stand for, and the run's summary."""
     cfg = world.config
@@ -326,5 +333,7 @@ def write_world_json(world: World, irr: Irregularities, plantings: Plantings,
         doc["slinky"] = slinky
     if cfg.autodetect_gpu_types:  # absent otherwise
         doc["autodetect_gpu_types"] = autodetect_block()
+    if dra is not None:  # --dra-pods, absent otherwise
+        doc["dra"] = dra
     with open_output(out_dir / "world.json", compress=False) as fh:
         fh.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
