@@ -153,7 +153,9 @@ def dra_setup(args: argparse.Namespace, settings: Settings,
     fresh = read_fresh(kubeconfig=dra.kubeconfig, context=dra.context, namespace=dra.namespace,
                        timeout_s=dra.timeout_s, snapshot=dra.snapshot)
     print(f"ResourceClaims: {fresh.devices['claim_uid'].n_unique()} claims with "
-          f"{fresh.devices.height} devices read ({len(fresh.rejects)} items rejected)",
-          file=sys.stderr)
+          f"{fresh.devices.height} devices read, {fresh.slices.height} devices the drivers' "
+          f"ResourceSlices publish ({len(fresh.rejects)} items rejected)", file=sys.stderr)
+    for reject in fresh.rejects[:3]:  # e.g. resourceslices refused: said, not a silent zero
+        print(f"  warning: {reject.describe()}", file=sys.stderr)
     return DraSetup(names, fresh)
 

@@ -27,16 +27,19 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from connectors.errors import Reject
 from connectors.kubernetes.dra_api import list_resource_claims
 from connectors.kubernetes.dra_claims import (
     CLAIM_DEVICE_SCHEMA,
     CLAIM_POD_SCHEMA,
     DEFAULT_DRA_NAMES,
+    REJECT_SOURCE,
     ClaimRead,
     DraNames,
     read_claim_document,
     read_claim_file,
 )
+from connectors.kubernetes.dra_slices import SLICE_DEVICE_SCHEMA
 from connectors.kubernetes.kube_api import (
     ApiSettings,
     KubeApiClient,
@@ -102,8 +105,13 @@ def read_fresh(*, kubeconfig: Path | None = None, context: str = "", namespace: 
         client = KubeApiClient(read_kubeconfig(kubeconfig, context),
                                ApiSettings(timeout_s=timeout_s))
         listed = list_resource_claims(client, namespace)
-        return read_claim_document(listed.document(), observed_at=listed.observed_at,
-                                   source=f"{client.creds.server} {listed.api_version}")
+        source = f"{client.creds.server} {listed.api_version}"
+        read = read_claim_document(listed.document(), observed_at=listed.observed_at,
+                                   source=source)
+        if listed.slices_refused:  # kept and counted like any input we could not read
+            read.rejects.append(Reject(REJECT_SOURCE, source, 0, "resourceslices",
+                                       listed.slices_refused, ""))
+        return read
     if snapshot is None:
         return ClaimRead()
     if snapshot.is_dir():
@@ -134,6 +142,8 @@ def store_claims(con: duckdb.DuckDBPyConnection, claims: ClaimRead, cluster: str
     store_seen(con, schema.K8S_RESOURCE_CLAIM_DEVICES, _seen(claims.devices), cluster)
     store_seen(con, schema.K8S_RESOURCE_CLAIM_PODS,
                _seen(claims.pods.with_columns(pl.col("claim_uid").fill_null(""))), cluster)
+    store_seen(con, schema.K8S_RESOURCE_SLICE_DEVICES,
+               _seen(claims.slices), cluster)
     for source in sorted({r.source_file for r in claims.rejects}):
         replace_rows(con, schema.REJECTS,
                      rejects_frame([r for r in claims.rejects if r.source_file == source]),
@@ -156,8 +166,14 @@ def stored_claims(con: duckdb.DuckDBPyConnection, cluster: str,
         [cluster, since]).pl()
     pods = pods.with_columns(claim_uid=pl.when(pl.col("claim_uid") != "")
                              .then(pl.col("claim_uid")))
+    slices = con.execute(
+        f"SELECT * EXCLUDE (cluster, first_seen) RENAME (last_seen AS observed_at) "
+        f"FROM {schema.K8S_RESOURCE_SLICE_DEVICES.name} WHERE cluster = ? AND last_seen >= ?",
+        [cluster, since]).pl()
     return ClaimRead(devices.select([pl.col(c).cast(t) for c, t in CLAIM_DEVICE_SCHEMA.items()]),
-                     pods.select([pl.col(c).cast(t) for c, t in CLAIM_POD_SCHEMA.items()]))
+                     pods.select([pl.col(c).cast(t) for c, t in CLAIM_POD_SCHEMA.items()]),
+                     slices=slices.select([pl.col(c).cast(t)
+                                           for c, t in SLICE_DEVICE_SCHEMA.items()]))
 
 
 # --------------------------------------------------------------------------- warnings

@@ -697,6 +697,29 @@ K8S_RESOURCE_CLAIM_DEVICES = Table(
     "it: the claim stays known after its pod and it are deleted (docs/kubernetes.md, \"DRA\").",
 )
 
+K8S_RESOURCE_SLICE_DEVICES = Table(
+    "k8s_resource_slice_devices",
+    (
+        ("cluster", "VARCHAR"),
+        ("driver", "VARCHAR"),
+        ("pool", "VARCHAR"),  # the node, for node-local drivers
+        ("device", "VARCHAR"),  # gpu-0, gpu-0-mig-1g10gb-19-0 …
+        ("node", "VARCHAR"),
+        ("device_type", "VARCHAR"),  # the attribute type: gpu, mig …
+        ("gpu_uuid", "VARCHAR"),  # the physical GPU (a MIG device's parentUUID)
+        ("mig_uuid", "VARCHAR"),
+        ("mig_profile", "VARCHAR"),
+        ("source", "VARCHAR"),
+        ("first_seen", "TIMESTAMP"),
+        ("last_seen", "TIMESTAMP"),
+    ),
+    key=("cluster", "driver", "pool", "device", "gpu_uuid", "mig_uuid"),
+    doc="Every device a DRA driver published in a ResourceSlice (from the Kubernetes API or a "
+    "kubectl snapshot), with the GPU it is (attributes uuid / parentUUID) and its MIG profile: "
+    "what ties a claim's device name to the GPU dcgm-exporter and Slurm name by UUID "
+    "(docs/kubernetes.md, \"DRA\").",
+)
+
 K8S_RESOURCE_CLAIM_PODS = Table(
     "k8s_resource_claim_pods",
     (
@@ -1037,6 +1060,7 @@ KUBERNETES_TABLES: tuple[Table, ...] = (
     K8S_POD_GPUS,
     K8S_RESOURCE_CLAIM_DEVICES,
     K8S_RESOURCE_CLAIM_PODS,
+    K8S_RESOURCE_SLICE_DEVICES,
     K8S_JOB_SPECS,
     K8S_PENDING_PODS,
     K8S_NODE_CAPACITY_PIECES,

@@ -173,7 +173,8 @@ def add_dra_arguments(parser: argparse.ArgumentParser) -> None:
                             "yes; the DRA GPUs' series then carry the pod and dra_* labels; "
                             "without it they carry no pod labels)")
     group.add_argument("--dra-snapshot-every", type=int, default=None, metavar="MINUTES",
-                       help="minutes between the kubectl get resourceclaims,pods snapshots in "
+                       help="minutes between the kubectl get "
+                            "resourceclaims,resourceslices,pods snapshots in "
                             f"dra/ (default {SimConfig.dra_snapshot_every // 60})")
 
 

@@ -17,9 +17,11 @@ outputs that show it differ, each as its source writes it:
   kube-state-metrics drops (it contains ``kubernetes.io/``) and no claim entry: nothing at all.
 * **ResourceClaims** (tests/fixtures/kubernetes/dra/, dra-driver-nvidia-gpu demo specs and the
   API reference, resource.k8s.io/v1): every ``--dra-snapshot-every`` minutes a
-  ``kubectl get resourceclaims,pods -A -o json`` List ``dra/resourceclaims-<UTC>Z.json`` (the
-  site file's ``[gpuledger.clusters.<c>.dra] snapshot``) with the claims that exist then and the
-  DRA pods (pods without claims are left out: the reader skips them):
+  ``kubectl get resourceclaims,resourceslices,pods -A -o json`` List
+  ``dra/resourceclaims-<UTC>Z.json`` (the site file's ``[gpuledger.clusters.<c>.dra]
+  snapshot``) with the claims that exist then, the driver's ResourceSlice of every node a claim
+  is allocated on (which GPU UUID each ``gpu-<index>`` is) and the DRA pods (pods without
+  claims are left out: the reader skips them):
 
   - a pod's own claim from the ResourceClaimTemplate ``single-gpu`` / ``gpus-<n>``
     (``gpu-test1.yaml``): ``<pod>-gpu-<5 characters>``, annotation
@@ -344,8 +346,34 @@ class DraRun:
 
     # ------------------------------------------------------------------ snapshots
 
-    def write(self, out_dir: Path, w0: int, w1: int) -> int:
-        """The dra/ snapshots of ``[w0, w1)``; returns how many were written."""
+    def slice_items(self, nodes: tuple[Node, ...]) -> list[dict]:
+        """The driver's ResourceSlice of every node a claim was allocated on (resource.k8s.io/
+        v1; NVIDIA/k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/deviceinfo.go GpuInfo: device
+        ``gpu-<minor>``, attributes ``type`` gpu and ``uuid``; the minor is the GPU's index
+        here)."""
+        pools = {c.pool for c in self.claims if c.pool}
+        items = []
+        for node in sorted(nodes, key=lambda n: n.name):
+            pool = self.host(node)
+            if pool not in pools:
+                continue
+            items.append({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": f"{pool}-{DRIVER}-{digest_hex(self.cfg.seed, pool)[:5]}"},
+                "spec": {
+                    "devices": [{"attributes": {
+                        "productName": {"string": f"NVIDIA {node.gpu_model.upper()}"},
+                        "type": {"string": "gpu"}, "uuid": {"string": uuid}},
+                        "name": device(i)} for i, uuid in enumerate(node.gpu_uuids)],
+                    "driver": DRIVER, "nodeName": pool,
+                    "pool": {"generation": 1, "name": pool, "resourceSliceCount": 1}},
+            })
+        return items
+
+    def write(self, out_dir: Path, w0: int, w1: int, nodes: tuple[Node, ...] = ()) -> int:
+        """The dra/ snapshots of ``[w0, w1)`` (with the nodes' ResourceSlices); returns how
+        many were written."""
+        slices = self.slice_items(nodes)
         every = self.cfg.dra_snapshot_every
         gz = ".gz" if self.cfg.gzip_all else ""
         folder = out_dir / SNAPSHOT_DIR
@@ -365,6 +393,7 @@ class DraRun:
             live_claims = [c for c in live_claims if c.deleted is None or t < c.deleted]
             live_pods = [p for p in live_pods if p.pod.deleted is None or t < p.pod.deleted]
             items = [c.item(t) for c in sorted(live_claims, key=lambda c: (c.namespace, c.name))]
+            items += slices
             items += [p.item(t) for p in sorted(live_pods,
                                                 key=lambda p: (p.namespace, p.pod.name))]
             doc = {"apiVersion": "v1", "items": items, "kind": "List",
@@ -384,7 +413,7 @@ class DraRun:
                         "dra_snapshot_every": cfg.dra_snapshot_every},
             "driver": DRIVER, "device_class": DEVICE_CLASS, "counts": dict(self.counts),
             "snapshots": f"{SNAPSHOT_DIR}/resourceclaims-<UTC>Z.json: kubectl get "
-                         "resourceclaims,pods -A -o json (DRA pods only) every "
+                         "resourceclaims,resourceslices,pods -A -o json (DRA pods only) every "
                          f"{cfg.dra_snapshot_every // 60} min",
             "claims": {
                 "template": "<pod>-gpu-<suffix> from ResourceClaimTemplate single-gpu / gpus-N, "

@@ -357,7 +357,7 @@ def _simulate(world: World, out_dir: Path, tmp: Path, say: Progress) -> SimSumma
     run.workloads.close()
     run.kueue_snapshots.close()
     if run.dra is not None:
-        run.dra.write(out_dir, w0, w1)
+        run.dra.write(out_dir, w0, w1, world.nodes)
     incidents = run.truth.close()
     sreport = run.sreport.write(out_dir / "sreport", cfg.cluster, world.nodes)
     write_site_file(cfg, out_dir, scontrol_written=run.scontrol.files > 0,

@@ -63,7 +63,8 @@ def site_text(cfg: SimConfig, *, scontrol_written: bool,
                   f"openmetrics = {_q('prometheus/' + name)}"]
     snapshot = SNAPSHOT_DIR if kueue_snapshots_written else "kueue/workloads.json" + gz
     lines += ["", f"[gpuledger.clusters.{cfg.cluster}.kueue]", f"snapshot = {_q(snapshot)}"]
-    if dra_snapshots_written:  # --dra-pods: kubectl get resourceclaims,pods (simulator/dra.py)
+    # --dra-pods: kubectl get resourceclaims,resourceslices,pods (simulator/dra.py)
+    if dra_snapshots_written:
         lines += ["", f"[gpuledger.clusters.{cfg.cluster}.dra]",
                   f"snapshot = {_q(DRA_SNAPSHOT_DIR)}"]
     return "\n".join(lines) + "\n"

@@ -35,6 +35,7 @@ class ClaimList:
     observed_at: datetime  # naive UTC: when the first page was asked for
     items: tuple[dict, ...] = field(default_factory=tuple)
     pages: int = 1
+    slices_refused: str = ""  # why the ResourceSlices could not be listed ("" when they were)
 
     def document(self) -> dict:
         """The list as ``kubectl get resourceclaims -A -o json`` writes it (a ``v1`` List)."""
@@ -77,5 +78,20 @@ def list_resource_claims(client: KubeApiClient, namespace: str = "") -> ClaimLis
 
 def _list(client: KubeApiClient, version: str, namespace: str) -> ClaimList:
     listed = list_all(client, GROUP, version, "resourceclaims", "ResourceClaim", namespace)
+    slices, refused = _slices(client, version)
     return ClaimList(f"{GROUP}/{version}", listed.resource_version, listed.observed_at,
-                     listed.items, listed.pages)
+                     listed.items + slices, listed.pages, refused)
+
+
+def _slices(client: KubeApiClient, version: str) -> tuple[tuple[dict, ...], str]:
+    """The drivers' ResourceSlices (cluster-scoped): which GPU each device name is. A server
+    that refuses them (RBAC) gives none and says so; the claims are read all the same."""
+    try:
+        return list_all(client, GROUP, version, "resourceslices", "ResourceSlice", "").items, ""
+    except ApiError as exc:
+        if exc.status not in (403, 404):
+            raise
+        return (), (f"{client.creds.server}: expected to list {GROUP}/{version} resourceslices "
+                    f"(which GPU UUID and MIG profile each DRA device name is), found HTTP "
+                    f"{exc.status}: DRA devices are placed by dcgm-exporter's labels alone; "
+                    "grant list on resourceslices")

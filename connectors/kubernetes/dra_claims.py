@@ -40,6 +40,7 @@ from pathlib import Path
 import polars as pl
 
 from connectors.errors import Reject, SourceError
+from connectors.kubernetes.dra_slices import SLICE_DEVICE_SCHEMA, empty_slices, slice_rows
 from connectors.kubernetes.records import TS
 from connectors.kubernetes.workload_fields import (
     BadField,
@@ -114,11 +115,14 @@ class ClaimRead:
         schema=CLAIM_DEVICE_SCHEMA))
     pods: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=CLAIM_POD_SCHEMA))
     rejects: list[Reject] = field(default_factory=list)
+    # the drivers' ResourceSlices: which GPU (UUID) and MIG profile each device name is
+    slices: pl.DataFrame = field(default_factory=empty_slices)
 
     def __add__(self, other: ClaimRead) -> ClaimRead:
         return ClaimRead(pl.concat([self.devices, other.devices], how="vertical_relaxed"),
                          pl.concat([self.pods, other.pods], how="vertical_relaxed"),
-                         [*self.rejects, *other.rejects])
+                         [*self.rejects, *other.rejects],
+                         pl.concat([self.slices, other.slices], how="vertical_relaxed"))
 
 
 def mig_profile(device: str | None) -> str | None:
@@ -276,14 +280,15 @@ def _pod(item: dict, source: str, at: datetime) -> list[dict]:
 
 def read_claim_document(doc: object, *, source: str, observed_at: datetime,
                         kind: str = "") -> ClaimRead:
-    """The ResourceClaim (and Pod) items of a kubectl List or API list `doc`; `kind` for the
-    items of an API list, which carry none. Items of other kinds are skipped."""
+    """The ResourceClaim, ResourceSlice and Pod items of a kubectl List or API list `doc`;
+    `kind` for the items of an API list, which carry none. Items of other kinds are skipped."""
     if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
         msg = f"{source}: expected a kubectl List with an 'items' array, found " \
               f"{type(doc).__name__}"
         raise SourceError(msg)
     devices: list[dict] = []
     pods: list[dict] = []
+    slices: list[dict] = []
     rejects: list[Reject] = []
     for index, item in enumerate(doc["items"]):
         what = item.get("kind", kind) if isinstance(item, dict) else kind
@@ -297,16 +302,20 @@ def read_claim_document(doc: object, *, source: str, observed_at: datetime,
                 pods += refs
             elif what == "Pod":
                 pods += _pod(item, source, observed_at)
+            elif what == "ResourceSlice":
+                slices += slice_rows(item, source, observed_at)
         except BadField as bad:
             where = f"items[{index}]" + (f".{bad.path}" if bad.path else "")
             rejects.append(Reject(REJECT_SOURCE, source, index, where, bad.reason,
                                   json.dumps(item, sort_keys=True)[:2000]))
     return ClaimRead(pl.DataFrame(devices, schema=CLAIM_DEVICE_SCHEMA, orient="row"),
-                     pl.DataFrame(pods, schema=CLAIM_POD_SCHEMA, orient="row"), rejects)
+                     pl.DataFrame(pods, schema=CLAIM_POD_SCHEMA, orient="row"), rejects,
+                     pl.DataFrame(slices, schema=SLICE_DEVICE_SCHEMA, orient="row"))
 
 
 def read_claim_file(path: Path, observed_at: datetime) -> ClaimRead:
-    """A ``kubectl get resourceclaims[,pods] -A -o json`` file (``.json`` or ``.json.gz``)."""
+    """A ``kubectl get resourceclaims[,resourceslices,pods] -A -o json`` file (``.json`` or
+    ``.json.gz``)."""
     try:
         with open_text(path) as fh:
             doc = json.load(fh)

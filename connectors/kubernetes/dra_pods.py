@@ -141,8 +141,15 @@ def _devices(claims: ClaimRead, dcgm: pl.DataFrame, until: datetime) -> pl.DataF
                              CLAIM_DEVICE_SCHEMA)], how="vertical_relaxed")
     profiles = seen.select("pool", "device", "_dcgm_profile").drop_nulls().unique(
         ["pool", "device"])
-    return out.join(profiles, on=["pool", "device"], how="left").with_columns(
-        mig_profile=pl.coalesce("mig_profile", "_dcgm_profile")).drop("_dcgm_profile")
+    # the driver's ResourceSlice names a MIG device's profile too (device names before
+    # dra-driver-nvidia-gpu v25.12 do not): the latest slice that published the device
+    published = (claims.slices.filter(pl.col("mig_profile").is_not_null())
+                 .sort("observed_at").unique(["driver", "pool", "device"], keep="last")
+                 .select("driver", "pool", "device", pl.col("mig_profile").alias("_slice")))
+    return (out.join(profiles, on=["pool", "device"], how="left")
+            .join(published, on=["driver", "pool", "device"], how="left")
+            .with_columns(mig_profile=pl.coalesce("mig_profile", "_dcgm_profile", "_slice"))
+            .drop("_dcgm_profile", "_slice"))
 
 
 def _resources(pod_devices: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
@@ -161,8 +168,8 @@ def _resources(pod_devices: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
     if unknown.height:
         notes.append(f"DRA: {unknown['_key'].n_unique()} MIG device(s) without a known profile "
                      f"(e.g. {sorted(unknown['_key'].unique().to_list())[:3]}; device names "
-                     "before dra-driver-nvidia-gpu v25.12 do not carry it, dcgm-exporter's "
-                     "dra_mig_profile does): not charged")
+                     "before dra-driver-nvidia-gpu v25.12 do not carry it; dcgm-exporter's "
+                     "dra_mig_profile and the driver's ResourceSlices do): not charged")
     shared_mig = d.filter(pl.col("_mig") & (pl.col("_users") > 1))
     if shared_mig.height:
         notes.append(f"DRA: {shared_mig['_key'].n_unique()} MIG device(s) in claims several "

@@ -28,8 +28,10 @@
 -- gpu_uuids: GPUs dcgm-exporter labelled with the pod (same namespace, pod, node) during the
 --   interval; null when the exporter does not carry pod labels.
 -- DRA pods (gpu_resource 'dra/...', docs/kubernetes.md "DRA"): evidence names their claims and
---   devices; a claim several pods share (sharing time_slicing/mps) has gpu_uuids = its device
---   keys '<pool>/<device>' (dra_devices), so allocation_shares.sql splits each device's seconds
+--   devices; gpu_uuids are the GPUs the driver's ResourceSlices say those devices are
+--   (k8s_resource_slice_devices; a MIG device's parent GPU) when they name every one; else a
+--   claim several pods share (sharing time_slicing/mps) has gpu_uuids = its device keys
+--   '<pool>/<device>' (dra_devices), so allocation_shares.sql splits each device's seconds
 --   among the pods present and the holding sweeps count it once, whatever dcgm-exporter saw.
 WITH pods AS (
     SELECT * FROM k8s_pod_allocations
@@ -110,6 +112,28 @@ gpus AS (
     GROUP BY ALL
 ),
 
+slice_gpus AS (
+    -- the GPU each DRA device name is, as its driver's ResourceSlice last said
+    SELECT cluster, pool || '/' || device AS device_key, arg_max(gpu_uuid, last_seen) AS gpu_uuid
+    FROM k8s_resource_slice_devices
+    WHERE gpu_uuid IS NOT NULL
+    GROUP BY ALL
+),
+
+dra_gpus AS (
+    -- a DRA pod's GPUs by UUID, where the slices name every device of its claims
+    SELECT
+        d.cluster, d.uid, d.start_ts, d.gpu_resource,
+        CASE WHEN bool_and(s.gpu_uuid IS NOT NULL)
+            THEN list_sort(list(DISTINCT s.gpu_uuid)) END AS dra_uuids
+    FROM (
+        SELECT cluster, uid, start_ts, gpu_resource, unnest(dra_devices) AS device_key
+        FROM pods WHERE len(coalesce(dra_devices, [])) > 0
+    ) AS d
+    LEFT JOIN slice_gpus AS s ON s.cluster = d.cluster AND s.device_key = d.device_key
+    GROUP BY ALL
+),
+
 node_models AS (
     SELECT node, arg_max(gpu_model, cluster) AS gpu_model, arg_max(pool, cluster) AS pool
     FROM nodes
@@ -131,6 +155,7 @@ joined AS (
         w.finished_reason,
         ph.phase,
         g.gpu_uuids,
+        dg.dra_uuids,
         n.gpu_model,
         n.pool
     FROM pods AS p
@@ -142,6 +167,9 @@ joined AS (
         AND lq.queue_name = coalesce(nullif(p.queue_name, ''), w.queue_name)
     LEFT JOIN k8s_pod_phases AS ph ON ph.cluster = p.cluster AND ph.uid = p.uid
     LEFT JOIN gpus AS g ON g.cluster = p.cluster AND g.uid = p.uid AND g.start_ts = p.start_ts
+    LEFT JOIN dra_gpus AS dg
+        ON dg.cluster = p.cluster AND dg.uid = p.uid AND dg.start_ts = p.start_ts
+        AND dg.gpu_resource IS NOT DISTINCT FROM p.gpu_resource
     LEFT JOIN node_models AS n ON n.node = p.node
 ),
 
@@ -161,9 +189,12 @@ final AS (
         node,
         gpu_model,
         gpus,
-        -- a DRA claim several pods share: its devices, the keys the time-shared rule splits
+        -- a DRA pod: its claims' GPUs by UUID where the driver's ResourceSlices name them all
+        -- (authoritative, whatever dcgm-exporter's labels say); a claim several pods share
+        -- otherwise: its device keys, which the time-shared rule splits
         -- (allocation_shares.sql) and the holding sweeps count once
-        CASE WHEN sharing IN ('time_slicing', 'mps') AND dra_devices IS NOT NULL
+        CASE WHEN dra_uuids IS NOT NULL THEN dra_uuids
+            WHEN sharing IN ('time_slicing', 'mps') AND dra_devices IS NOT NULL
             THEN dra_devices ELSE gpu_uuids END AS gpu_uuids,
         sharing,
         slice_profile,

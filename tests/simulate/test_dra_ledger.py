@@ -17,10 +17,10 @@ world's, tests/simulate/test_dra_shapes.py):
 * slurm-bridge pairs on the DRA path (``gres/gpu:gpu.nvidia.com``) are one workload each: the
   pod charged, the job not.
 
-Known finding (a strict xfail below): without the DRA labels a DRA pod's GPUs are not known by
-UUID (gpu_uuids come from pod-labelled readings only; the claim names ``gpu-<minor>`` in pool
-``<node>``, and only the driver's ResourceSlices, not read yet, tie that to a UUID), so the
-planted double_scheduled incident on a DRA pod is missed.
+Without dcgm-exporter's DRA labels a DRA pod's GPUs are known by UUID through the driver's
+ResourceSlices in the snapshots (``gpu-<minor>`` in pool ``<node>`` is the GPU whose ``uuid``
+attribute the slice gives), so the planted double_scheduled incident on a DRA pod is found on
+both worlds.
 """
 
 import json
@@ -174,14 +174,7 @@ def test_a_shared_claims_pods_take_their_own_readings(built):
     assert (measured["measured"] > 0).all(), measured
 
 
-@pytest.mark.parametrize("name", [
-    "labels",
-    pytest.param("no_labels", marks=pytest.mark.xfail(strict=True, reason=(
-        "ledger finding: without dcgm-exporter's DRA labels a DRA pod's GPUs are not known by "
-        "UUID (gpu_uuids come from pod-labelled readings only), although its claim names the "
-        "device (gpu-<minor> in pool <node>): the planted double_scheduled incident on a DRA "
-        "pod is missed"))),
-])
+@pytest.mark.parametrize("name", WORLDS)
 def test_the_planted_double_scheduling_is_found(built, name):
     world, db, _ = built(name)
     planted = pl.read_csv(world / "truth" / "incidents.csv").filter(

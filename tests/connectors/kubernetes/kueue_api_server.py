@@ -65,6 +65,7 @@ class KueueApi:
         # other API groups served beside Kueue's: group -> version (preferred first) ->
         # plural -> items (with apiVersion and kind, as kubectl writes them); discovery too
         self.groups: dict[str, dict[str, dict[str, list[dict]]]] = {}
+        self.forbidden: set[str] = set()  # plurals RBAC refuses (403), e.g. resourceslices
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         if tls is not None:
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
@@ -124,6 +125,11 @@ class KueueApi:
             return 200, {"kind": "APIResourceList", "apiVersion": "v1",
                          "groupVersion": f"{parts[1]}/{parts[2]}",
                          "resources": [{"name": r, "namespaced": True} for r in lists]}
+        if parts[-1] in self.forbidden:
+            return 403, {"kind": "Status", "code": 403, "reason": "Forbidden",
+                         "message": f'{parts[-1]}.{parts[1]} is forbidden: User "u1" cannot '
+                                    f'list resource "{parts[-1]}" in API group "{parts[1]}" '
+                                    "at the cluster scope"}
         namespace = parts[4] if len(parts) == 6 and parts[3] == "namespaces" else ""
         if parts[-1] not in lists or len(parts) not in (4, 6):
             return 404, {"kind": "Status", "code": 404, "reason": "NotFound"}

@@ -29,6 +29,8 @@ from tests.connectors.kubernetes.kueue_api_server import KueueApi, make_pki, ser
 
 ITEMS = [i for i in json.loads(CLAIMS.read_text(encoding="utf-8"))["items"]
          if i["kind"] == "ResourceClaim"]
+SLICES = json.loads((CLAIMS.parent / "resourceslices-20250106T120000Z.json").read_text(
+    encoding="utf-8"))["items"]
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +66,7 @@ contexts:
 
 def _api(pki: dict[str, Path]) -> KueueApi:
     api = KueueApi([[]], tls=server_tls(pki))
-    api.groups["resource.k8s.io"] = {"v1": {"resourceclaims": ITEMS},
+    api.groups["resource.k8s.io"] = {"v1": {"resourceclaims": ITEMS, "resourceslices": SLICES},
                                      "v1beta2": {"resourceclaims": ITEMS}}
     return api
 
@@ -148,22 +150,54 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.parametrize("slices", ["listed", "refused"])
 def test_ingest_charges_dra_pods_with_claims_read_through_the_clusters_kubeconfig(
-        tmp_path: Path, pki, capsys):
+        tmp_path: Path, pki, capsys, slices: str):
     om_file(tmp_path / "dra.om", World(dcgm_dra=False).series())  # no dcgm DRA labels
     (tmp_path / "kueue-manager-config.yaml").write_text(KUEUE_CONFIG, encoding="utf-8")
     with _api(pki) as api:
+        if slices == "refused":
+            api.forbidden.add("resourceslices")
         _kubeconfig(tmp_path, api.url, pki)
         site = _write(tmp_path, SITE)
         code = cli.main(["--config", str(site), "ingest", "kubernetes", "--start",
                          "2025-01-06", "--end", "2025-01-07"])
     assert code == 0
-    assert "ResourceClaims: 6 claims with 6 devices read" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    published = 8 if slices == "listed" else 0
+    assert (f"ResourceClaims: 6 claims with 6 devices read, {published} devices the drivers' "
+            "ResourceSlices publish") in err
     with duckdb.connect(str(tmp_path / "ledger.duckdb"), read_only=True) as con:
         pods = con.execute("SELECT namespace || '/' || pod, gpu_resource, gpus FROM "
                            "k8s_pod_allocations ORDER BY 1").fetchall()
         claims = con.execute("SELECT count(*) FROM k8s_resource_claim_devices").fetchone()
-    # the MIG pod's old-style device name carries no profile and no dcgm label names it
-    assert [p for p, _, _ in pods] == sorted(f"{p.namespace}/{p.pod}" for p in PODS
-                                            if p.namespace != "extended-resource-mig-1g12gb")
     assert claims == (6,)
+    if slices == "refused":
+        # the MIG pod's old-style device name carries no profile and no dcgm label names it;
+        # the refusal is said
+        assert "warning:" in err
+        assert "found HTTP 403" in err
+        assert [p for p, _, _ in pods] == sorted(f"{p.namespace}/{p.pod}" for p in PODS
+                                                if p.namespace != "extended-resource-mig-1g12gb")
+    else:  # its slice names the profile: charged as a 1g.12gb instance
+        assert [p for p, _, _ in pods] == sorted(f"{p.namespace}/{p.pod}" for p in PODS)
+        assert ("extended-resource-mig-1g12gb/mig-1g12gb-pod",
+                "dra/mig-1g-12gb.gpu.nvidia.com/1g.12gb", 1) in pods
+
+
+def test_the_api_lists_the_drivers_resource_slices_and_says_when_refused(tmp_path: Path, pki):
+    with _api(pki) as api:
+        fresh = read_fresh(kubeconfig=_kubeconfig(tmp_path, api.url, pki))
+        assert "/apis/resource.k8s.io/v1/resourceslices?limit=500" in api.requests
+        assert fresh.rejects == []
+        assert fresh.slices.filter(pl.col("device") == "gpu-2", pl.col("pool") == "node-a"
+                                   )["gpu_uuid"].to_list() == [
+            "GPU-node-a-0002-0000-0000-000000000000"]
+        api.forbidden.add("resourceslices")  # RBAC lets the reader list claims only
+        refused = read_fresh(kubeconfig=_kubeconfig(tmp_path, api.url, pki))
+    assert refused.slices.height == 0
+    assert _devices(refused.devices) == _devices(fresh.devices)  # the claims are read anyway
+    [reject] = refused.rejects
+    assert reject.field == "resourceslices"
+    assert "found HTTP 403" in reject.reason
+    assert "grant list on resourceslices" in reject.reason
