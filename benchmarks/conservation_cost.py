@@ -1,11 +1,13 @@
-"""``conservation_cost``: what the conservation table (``gpu_conservation_hourly``, issue #27)
-adds to a day's usage build, at several estate sizes.
+"""``conservation_cost``: what the conservation tables (``gpu_conservation_hourly`` per node and
+``gpu_conservation_gpu_hourly`` per physical GPU, issue #27) add to a day's usage build, at
+several estate sizes.
 
 For each size a fresh process loads one day of the engine benchmark's world (``engine_world``:
 minute samples of every GPU, both schedulers), then times on the ledger's DuckDB:
 
 * the usage pass as shipped (``build_gpu_usage_hourly``: the usage tables and conservation),
-* conservation alone (``build_conservation`` on the same pass's temp tables, rebuilt once more),
+* conservation alone (``build_conservation`` on the same pass's temp tables, rebuilt once more:
+  the readings cut at the hours once, then both tables),
 
 and reports conservation's share of the pass and the ratio to the rest of the pass (the
 baseline: the usage tables it is built beside), with the process's peak RSS. No target: the
@@ -54,10 +56,15 @@ def _child(gpus: str, work: str) -> None:
     capacity, charged, idle, node_hours = con.execute(
         "SELECT sum(capacity_gpu_seconds), sum(charged_gpu_seconds), sum(idle_gpu_seconds), "
         "count(*) FROM gpu_conservation_hourly").fetchone()
+    gpu_hours, gpu_capacity = con.execute(
+        "SELECT count(*), sum(charged_gpu_seconds + conflict_gpu_seconds "
+        "+ infrastructure_gpu_seconds + unaccounted_gpu_seconds + idle_gpu_seconds "
+        "+ not_observed_gpu_seconds) FROM gpu_conservation_gpu_hourly").fetchone()
     con.close()
     (folder / "result.json").write_text(json.dumps({
         "gpus": int(gpus), "samples": rows, "pass_s": t1 - t0, "conservation_s": t3 - t2,
-        "matches_s": t2 - t1, "node_hours": node_hours,
+        "matches_s": t2 - t1, "node_hours": node_hours, "gpu_hours": gpu_hours,
+        "gpu_states_h": float(gpu_capacity or 0) / 3600,
         "capacity_gpu_h": float(capacity) / 3600, "charged_gpu_h": float(charged) / 3600,
         "idle_gpu_h": float(idle) / 3600}))
 
@@ -74,22 +81,25 @@ def main(argv: list[str]) -> int:
                                           Path(work) / "result.json", f"{gpus}-GPU")
             runs.append({**out, "peak": peak})
     lines = [
-        "## conservation_cost — what `gpu_conservation_hourly` adds to a day's usage build",
+        "## conservation_cost — what conservation (per node and per GPU) adds to a day's "
+        "usage build",
         "",
         f"One UTC day of `engine_world` (minute samples of every GPU, both schedulers) on "
         f"{results.cores()} cores ({results.cpu_model()}), load {results.load_average()}; "
         "each size in a fresh process. *pass*: `build_gpu_usage_hourly` as shipped (usage "
         "tables + conservation); *conservation*: `build_conservation` alone on the same pass's "
-        "temp tables; *rest*: pass − conservation (the baseline it is built beside).",
+        "temp tables (`gpu_conservation_hourly` and `gpu_conservation_gpu_hourly`); *rest*: "
+        "pass − conservation (the baseline it is built beside).",
         "",
-        "| GPUs | minute samples | node-hours | pass s | conservation s | rest s | "
+        "| GPUs | minute samples | node-hours | GPU-hours | pass s | conservation s | rest s | "
         "conservation / rest | share of pass | peak RSS |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in runs:
         rest = r["pass_s"] - r["conservation_s"]
         lines.append(
-            f"| {r['gpus']:,} | {r['samples']:,} | {r['node_hours']:,} | {r['pass_s']:.2f} | "
+            f"| {r['gpus']:,} | {r['samples']:,} | {r['node_hours']:,} | {r['gpu_hours']:,} | "
+            f"{r['pass_s']:.2f} | "
             f"{r['conservation_s']:.2f} | {rest:.2f} | {r['conservation_s'] / rest:.2f}× | "
             f"{r['conservation_s'] / r['pass_s']:.0%} | {results.mib(r['peak'])} |")
     if len(runs) > 1:
@@ -99,7 +109,8 @@ def main(argv: list[str]) -> int:
                   f"{growth:.2f}× (1.00 = linear)."]
     lines += ["", "Each run's states add up to its capacity: "
               + "; ".join(f"{r['gpus']:,} GPUs: capacity {r['capacity_gpu_h']:,.0f} GPU-h, "
-                          f"charged {r['charged_gpu_h']:,.1f}, idle {r['idle_gpu_h']:,.1f}"
+                          f"charged {r['charged_gpu_h']:,.1f}, idle {r['idle_gpu_h']:,.1f}; "
+                          f"its GPU rows' states {r['gpu_states_h']:,.0f} GPU-h"
                           for r in runs) + "."]
     return results.publish(NAME, "\n".join(lines), True, write=not args.no_write)
 

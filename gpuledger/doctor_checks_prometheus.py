@@ -32,6 +32,7 @@ from connectors.kubernetes.kueue_metrics import (
     WAIT_HISTOGRAM,
 )
 from connectors.kubernetes.prometheus import PrometheusHttpSource
+from connectors.secrets import redact, without_credentials
 from gpuledger.doctor import SAMPLE_SIZE, Check, fail, first_line, ok, warn
 from gpuledger.site import PrometheusSite
 from gpuledger.site_sources import prometheus_config
@@ -122,22 +123,24 @@ def _call(fn, *args, **kwargs):
 def _reach(label: str, source: PrometheusHttpSource, p: PrometheusSite, where: str):
     """Reachable, auth, clock skew; True when the server answered queries."""
     before = time.time()
+    shown = without_credentials(p.url)  # the URL as shown: never its user:password@
     try:
         result = _call(source.client.custom_query, "time()", timeout=p.connect_timeout_s + 20)
     except _Failed as exc:
         if exc.status in (401, 403):
-            yield ok(f"{label}: reachable", f"{p.url} answers (HTTP {exc.status})")
+            yield ok(f"{label}: reachable", f"{shown} answers (HTTP {exc.status})")
             yield fail(f"{label}: auth", "the server to accept our credentials",
                        f"HTTP {exc.status}", f"check {where}.bearer_token_file, "
                        "basic_auth_user/basic_auth_password_file or headers (a tenant header "
                        "such as X-Scope-OrgID)")
             return False
         if exc.status == 404:
-            yield fail(f"{label}: reachable", f"the Prometheus HTTP API at {p.url}/api/v1",
+            yield fail(f"{label}: reachable", f"the Prometheus HTTP API at {shown}/api/v1",
                        "HTTP 404", f"set {where}.url to the server's root (http://host:9090, "
                        "or a Thanos querier's), without /api/v1")
             return False
-        yield fail(f"{label}: reachable", f"the Prometheus HTTP API at {p.url}", exc,
+        yield fail(f"{label}: reachable", f"the Prometheus HTTP API at {shown}",
+                   redact(str(exc), source._secrets()),
                    f"check {where}.url (scheme, host, port) and that this host can reach it "
                    "(firewall, proxy, ca_bundle for TLS)")
         return False
@@ -148,7 +151,7 @@ def _reach(label: str, source: PrometheusHttpSource, p: PrometheusSite, where: s
         yield fail(f"{label}: reachable", "a Prometheus query API answering time()",
                    repr(result)[:100], f"set {where}.url to a Prometheus-compatible API")
         return False
-    yield ok(f"{label}: reachable", f"{p.url} answers in {(after - before) * 1000:.0f} ms")
+    yield ok(f"{label}: reachable", f"{shown} answers in {(after - before) * 1000:.0f} ms")
     auth = ("bearer token" if p.bearer_token_file else "basic auth" if p.basic_auth_user
             else "no credentials")
     yield ok(f"{label}: auth", f"queries accepted ({auth})")

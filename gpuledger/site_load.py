@@ -22,6 +22,7 @@ from connectors.kubernetes.dra_claims import ClaimRead
 from connectors.kubernetes.kube_api import snapshot_files
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import MetricsSource
+from connectors.secrets import without_credentials
 from gpuledger import k8s_ingest, scontrol_ingest, service, slurm_ingest
 from gpuledger.config import DEFAULT_GPU_RESOURCES
 from gpuledger.k8s_dra import DraSetup, read_fresh
@@ -182,7 +183,8 @@ def _live(c: ClusterSite) -> Iterable[str]:
     if c.slurm is not None and c.slurm.mode == "sacct":
         yield "slurm (sacct): gpuledger ingest slurm"
     if c.prometheus is not None and c.prometheus.url:
-        yield f"prometheus ({c.prometheus.url}): gpuledger ingest kubernetes"
+        yield (f"prometheus ({without_credentials(c.prometheus.url)}): "
+               "gpuledger ingest kubernetes")
     if c.kueue is not None and c.kueue.snapshot is None:
         yield "kueue (API): gpuledger ingest kubernetes --kubeconfig"
 

@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from connectors.errors import SourceError
+from connectors.secrets import excerpt
 
 GROUP = "kueue.x-k8s.io"
 KNOWN_VERSIONS = ("v1beta2", "v1beta1")  # newest first: the order to try without discovery
@@ -68,6 +69,14 @@ class KubeCredentials:
                        f"found {exc.strerror}")
                 raise SourceError(msg) from exc
         return self.token
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are answers, not followed: urllib would send the Authorization header on to
+    whatever host the Location names."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
 
 
 @dataclass(frozen=True)
@@ -232,6 +241,15 @@ class KubeApiClient:
         self._ssl = _ssl_context(creds)
         self._sleep = sleep
 
+    def _secrets(self) -> list[str]:
+        """Values never shown in a message: the token and the basic-auth pair."""
+        try:
+            token = self.creds.bearer()
+        except SourceError:
+            token = ""
+        pair = f"{self.creds.username}:{self.creds.password}".encode()
+        return [token, self.creds.password, base64.b64encode(pair).decode()]
+
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "gpuledger"}
         token = self.creds.bearer()
@@ -252,12 +270,14 @@ class KubeApiClient:
         for attempt in range(1, attempts + 1):
             request = urllib.request.Request(url, headers=self._headers())  # noqa: S310
             try:
-                with urllib.request.urlopen(request, timeout=self.settings.timeout_s,  # noqa: S310
-                                            context=self._ssl) as response:
+                opener = urllib.request.build_opener(
+                    urllib.request.HTTPSHandler(context=self._ssl), _NoRedirect())
+                with opener.open(request, timeout=self.settings.timeout_s) as response:
                     body = response.read()
                 break
             except urllib.error.HTTPError as exc:
-                text = exc.read()[:300].decode("utf-8", "replace")
+                # redacted: a proxy may echo the request, Authorization header and all
+                text = excerpt(exc.read()[:4096], self._secrets())
                 if exc.code not in RETRY_STATUSES or attempt == attempts:
                     raise ApiError(exc.code, f"GET {url}: expected 200, found {exc.code} "
                                    f"{exc.reason}: {text}") from exc

@@ -38,7 +38,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import chain, repeat
@@ -53,6 +53,13 @@ from urllib3.util.retry import Retry
 
 from connectors.errors import SourceError
 from connectors.kubernetes.records import RAW_SAMPLE_BASE, SERIES_BASE, TS
+from connectors.secrets import (
+    SecretFileError,
+    check_secret_file,
+    excerpt,
+    redact,
+    without_credentials,
+)
 
 log = logging.getLogger(__name__)
 # Retries are for the person running the ingest: outside connectors.kubernetes, whose notes the
@@ -487,7 +494,7 @@ class PrometheusConfig:
     @property
     def display_url(self) -> str:
         """`base_url` without any user:password@ part (for messages)."""
-        return re.sub(r"(?<=://)[^/@]*@", "", self.base_url)
+        return without_credentials(self.base_url)
 
 
 class PrometheusHttpSource:
@@ -530,6 +537,14 @@ class PrometheusHttpSource:
         self._density: dict[str, float] = {}
 
     # ------------------------------------------------------------------ plumbing
+
+    def _secrets(self) -> list[str | None]:
+        """Values never shown: the password, the token, the configured headers' values."""
+        values = [*(self._auth or ()), *self.config.headers.values()]
+        if self.config.bearer_token_file is not None:
+            with contextlib.suppress(SourceError):
+                values.append(_read_secret(self.config.bearer_token_file))
+        return values
 
     def _headers(self) -> dict[str, str]:
         headers = {
@@ -575,16 +590,19 @@ class PrometheusHttpSource:
         return left
 
     def _fetch(self, url: str, params: dict[str, str], headers: dict[str, str],
-               deadline_s: float) -> tuple[int, bytes]:
-        """One request whose connect and whole body fit in `deadline_s` seconds."""
+               deadline_s: float) -> tuple[int, bytes, str | None]:
+        """One request whose connect and whole body fit in `deadline_s` seconds: status, body
+        and where a redirect points. Redirects are not followed: requests drops Authorization
+        on a cross-host redirect but sends every other configured header (an API key, a
+        tenant id) on to the new host."""
         start = time.monotonic()
         timeout = (min(self.config.connect_timeout_s, deadline_s), deadline_s)
         if self.config.method.upper() == "POST" and "/api/v1/series" not in url:
             response = self._session.post(url, data=params, headers=headers, auth=self._auth,
-                                          timeout=timeout, stream=True)
+                                          timeout=timeout, stream=True, allow_redirects=False)
         else:
             response = self._session.get(url, params=params, headers=headers, auth=self._auth,
-                                         timeout=timeout, stream=True)
+                                         timeout=timeout, stream=True, allow_redirects=False)
         chunks = []
         try:
             # read1: what one socket read brings (a trickling server cannot hold a read past
@@ -600,7 +618,7 @@ class PrometheusHttpSource:
             raise requests.exceptions.ContentDecodingError(exc) from exc
         finally:
             response.close()
-        return response.status_code, b"".join(chunks)
+        return response.status_code, b"".join(chunks), response.headers.get("Location")
 
     def _request(self, path: str, params: dict[str, str], what: str) -> bytes:
         """Body of a successful response; retries transient failures, else SourceError."""
@@ -623,23 +641,30 @@ class PrometheusHttpSource:
             headers = self._headers()
             self.client.headers = headers
             try:
-                status, body = self._fetch(url, params, headers, deadline)
+                status, body, redirect_target = self._fetch(url, params, headers, deadline)
             except (
                 requests.ConnectionError,
                 requests.Timeout,
                 requests.exceptions.ChunkedEncodingError,
                 requests.exceptions.ContentDecodingError,
             ) as exc:
-                last = f"{type(exc).__name__}: {exc}"
+                last = redact(f"{type(exc).__name__}: {exc}", self._secrets())
                 log.info("prometheus %s attempt %d/%d failed: %s", shown, attempt + 1, attempts,
                          last)
                 continue
             except requests.RequestException as exc:
-                msg = f"Prometheus at {shown}: query {what!r} failed: {type(exc).__name__}: {exc}"
+                msg = redact(f"Prometheus at {shown}: query {what!r} failed: "
+                             f"{type(exc).__name__}: {exc}", self._secrets())
                 raise SourceError(msg) from exc
             if status == 200:
                 return body
-            detail = _error_detail(body)
+            if 300 <= status < 400:  # never followed: the headers would go to another host
+                where = without_credentials(redirect_target or "?")
+                msg = (f"Prometheus at {shown}: expected an answer, found a redirect (HTTP "
+                       f"{status}) to {where}: set the url to where it points, so the "
+                       "credentials and headers go to the server they are meant for")
+                raise SourceError(msg)
+            detail = _error_detail(body, self._secrets())
             last = f"HTTP {status}: {detail}"
             if status in RETRY_STATUS:
                 log.info("prometheus %s attempt %d/%d: %s", shown, attempt + 1, attempts, last)
@@ -799,19 +824,26 @@ class _HttpError(Exception):
         super().__init__(f"Prometheus at {url}: query {what!r} failed: HTTP {status}: {detail}")
 
 
-def _error_detail(body: bytes) -> str:
+def _error_detail(body: bytes, secrets: Iterable[str | None] = ()) -> str:
+    """What an error body says, redacted (a proxy that echoes the request would show its
+    Authorization header) and cut to 300 characters."""
     try:
         doc = json.loads(body)
     except ValueError:
-        return body[:300].decode("utf-8", "replace")
+        return excerpt(body, secrets)
     if isinstance(doc, dict) and "error" in doc:
-        return f"{doc.get('errorType', '')}: {doc['error']}".strip(": ")
-    return body[:300].decode("utf-8", "replace")
+        return excerpt(f"{doc.get('errorType', '')}: {doc['error']}".strip(": "), secrets)
+    return excerpt(body, secrets)
 
 
 def _read_secret(path: Path) -> str:
+    """A secret file's text, after the one rule for secret files (connectors/secrets.py): a
+    regular file not readable by every user."""
     try:
+        check_secret_file(Path(path))
         return Path(path).read_text(encoding="utf-8").strip()
+    except SecretFileError as exc:
+        raise SourceError(str(exc)) from exc
     except OSError as exc:
         msg = f"cannot read the secret file {path}: {exc}"
         raise SourceError(msg) from exc

@@ -8,11 +8,11 @@ refuses one that is (and ``delivery`` checks again before reading it).
 """
 
 import socket
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from connectors.secrets import SecretFileError, check_secret_file
 from gpuledger.site import SiteError
 
 WEBHOOK_FORMATS = ("slack", "teams", "json")
@@ -20,10 +20,6 @@ WEBHOOK_FORMATS = ("slack", "teams", "json")
 
 class DeliveryConfigError(SiteError):
     """A delivery table that cannot be used; the message names the file, table and key."""
-
-
-class SecretFileError(OSError):
-    """A secret file that must not be used (missing, unreadable or readable by everyone)."""
 
 
 @dataclass(frozen=True)
@@ -84,27 +80,6 @@ class DeliverySettings:
 
     smtp: SmtpSettings | None = None
     webhooks: tuple[WebhookSettings, ...] = ()
-
-
-def check_secret_file(path: Path) -> None:
-    """Refuse a secret file that is missing, not a regular file, or readable by everyone.
-
-    World-readable is refused rather than warned about: a warning in a sensor log is easy to
-    miss, and the fix (``chmod o-r``) is one command. Group-readable is allowed, for a group
-    of service accounts that run gpuledger.
-    """
-    try:
-        info = path.stat()
-    except OSError as exc:
-        msg = f"{path}: cannot read the secret file: {exc.strerror or exc}"
-        raise SecretFileError(msg) from None
-    if not stat.S_ISREG(info.st_mode):
-        msg = f"{path}: expected a regular file holding a secret, found something else"
-        raise SecretFileError(msg)
-    if info.st_mode & stat.S_IROTH:
-        msg = (f"{path}: expected a secret file not readable by every user (chmod o-r), "
-               f"found mode {stat.filemode(info.st_mode)}")
-        raise SecretFileError(msg)
 
 
 def read_secret(path: Path) -> str:

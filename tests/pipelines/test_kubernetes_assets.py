@@ -154,6 +154,7 @@ def test_source_follows_the_site_file(world: Path, tmp_path: Path):
     assert twin.describe(cluster) == str(world / "prometheus" / "metrics.om")
     token = tmp_path / "token"
     token.write_text("secret\n")
+    token.chmod(0o600)  # a secret file (connectors/secrets.py)
     site = tmp_path / "gpuledger.toml"
     site.write_text(f"""
 [gpuledger]

@@ -9,6 +9,7 @@ import dagster as dg
 from connectors.kubernetes.dra_claims import ClaimRead
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import MetricsSource, PrometheusHttpSource
+from connectors.secrets import without_credentials
 from gpuledger import k8s_ingest
 from gpuledger.k8s_dra import DraInput, DraSetup, read_fresh
 from gpuledger.site import ClusterSite, PrometheusSite
@@ -54,7 +55,7 @@ class KubernetesSourceResource(dg.ConfigurableResource):
 
     def describe(self, cluster: ClusterSite) -> str:
         p = _prometheus(cluster)
-        return p.url or str(p.openmetrics)
+        return without_credentials(p.url) if p.url else str(p.openmetrics)
 
     def read_window(self, cluster: ClusterSite, start: datetime, end: datetime,
                     dra: DraInput | None = None) -> tuple[MetricsSource, object]:  # fmt: skip

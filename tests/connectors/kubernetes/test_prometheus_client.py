@@ -302,6 +302,7 @@ def test_backoff_grows_exponentially():
 def test_bearer_token_file_basic_auth_and_headers(tmp_path: Path):
     token = tmp_path / "token"
     token.write_text("s3cret\n", encoding="utf-8")
+    token.chmod(0o600)  # a secret file (connectors/secrets.py)
     with FakePrometheus(series=util_series()) as fake:
         src = source(fake.url, bearer_token_file=token, headers={"X-Scope-OrgID": "tenant-a"})
         src.raw_samples("DCGM_FI_DEV_GPU_UTIL", T0, T0 + timedelta(minutes=5))
