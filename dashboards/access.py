@@ -23,6 +23,8 @@ from pathlib import Path
 import streamlit as st
 from streamlit.errors import StreamlitSecretNotFoundError
 
+from dashboards.text import plain
+
 ACCESS_FILE_ENV = "GPULEDGER_ACCESS_FILE"
 EVERYTHING = "*"
 
@@ -124,6 +126,10 @@ def logged_in_email() -> str | None:
     """The logged-in viewer's e-mail; None when nobody is logged in through OIDC."""
     if st.user.get("is_logged_in") is not True:
         return None
+    # an address the identity provider says it has not verified is anyone's claim: it grants
+    # nothing (OIDC's email_verified; absent where the provider does not send it)
+    if str(st.user.get("email_verified", "")).lower() == "false":
+        return None
     email = st.user.get("email")
     return str(email) if email else None
 
@@ -152,7 +158,8 @@ def login_gate() -> Scope:
                     st.error(f"Login is configured in secrets.toml but cannot start: {exc}")
             st.stop()
         with st.sidebar:
-            st.caption(f"Signed in as {st.user.get('email') or st.user.get('name') or 'unknown'}")
+            st.caption("Signed in as "
+                       + plain(st.user.get("email") or st.user.get("name") or "unknown"))
             st.button("Log out", on_click=st.logout)
     try:
         scope = current_scope()
@@ -165,5 +172,5 @@ def login_gate() -> Scope:
                 st.caption("You see the cost centres " + ", ".join(scope.cost_centres) + ".")
             else:
                 who = scope.viewer or "a viewer who is not logged in"
-                st.warning(f"No cost centre is granted to {who}.")
+                st.warning(f"No cost centre is granted to {plain(who)}.")
     return scope

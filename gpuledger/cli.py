@@ -303,9 +303,19 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_close_week(args: argparse.Namespace, settings: Settings) -> int:
-    from models.closing import close_week
+    from gpuledger.report.weeks import parse_iso_week
+    from models.closing import close_week, unpublished_close
+    from models.runner import snapshot_path
 
     with connect(settings.db) as con:
+        # a close whose publish failed or was killed: the ledger has it, readers do not
+        pending = None if args.reclose else unpublished_close(
+            con, snapshot_path(settings.db), parse_iso_week(args.week).name)
+        if pending is not None:
+            publish_snapshot(con, settings.db)
+            print(f"{pending.summary()}; it had not been published (its publish failed or was "
+                  "killed): published now", file=sys.stderr)
+            return EXIT_OK
         close = close_week(con, args.week, closed_by=args.by, reclose=args.reclose,
                            reason=args.reason or "")
         publish_snapshot(con, settings.db)

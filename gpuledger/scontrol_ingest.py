@@ -21,7 +21,7 @@ from connectors.slurm.scontrol import (
     fetch_scontrol_jobs,
     parse_scontrol_jobs,
 )
-from connectors.textfiles import file_digest, open_text
+from connectors.textfiles import file_digest, open_text, regular_files
 from gpuledger.nodenames import load_namer, record_names
 from models import schema
 from models.runner import record_ingest, replace_rows, transaction, upsert_rows
@@ -129,6 +129,6 @@ def snapshot_folder_files(folder: Path | None) -> list[Path]:
     name): the one listing the CLI's load and Dagster's import both use."""
     if folder is None or not folder.is_dir():
         return []
-    files = [p for p in folder.iterdir() if p.name.startswith("scontrol-")
-             and p.name.endswith((".txt", ".txt.gz"))]
+    files = regular_files(folder, lambda n: n.startswith("scontrol-")
+                          and n.endswith((".txt", ".txt.gz")))
     return sorted(files, key=lambda p: (snapshot_time(p) or datetime.min, p.name))

@@ -161,8 +161,28 @@ def import_workloads(
     return result
 
 
+#: what `gpuledger sql` runs: queries (SELECT, WITH, FROM, DESCRIBE, SHOW, SUMMARIZE, PRAGMA
+#: show_tables parse as SELECT) and EXPLAIN; a CALL, SET or any other statement is refused
+#: before DuckDB runs it (a CALL enable_logging to a file aborted the process, issue #28)
+READ_ONLY_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+
+
+def _refusal(found: object) -> ValueError:
+    """The one-line refusal: DuckDB's own messages span lines (``LINE 1: …``)."""
+    text = " ".join(str(found).split())
+    return ValueError(f"expected a read-only query on the published ledger, found: {text}")
+
+
 def run_sql(db_path: Path, query: str) -> str:
     """Run a read-only query against the published snapshot; CSV with a header."""
+    try:
+        statements = duckdb.extract_statements(query)
+    except duckdb.Error as exc:
+        raise _refusal(exc) from exc
+    for statement in statements:
+        if statement.type not in READ_ONLY_STATEMENTS:
+            found = f"a {statement.type.name} statement"
+            raise _refusal(found)
     with read_snapshot(db_path) as con:
         try:
             rel = con.sql(query)
@@ -173,8 +193,7 @@ def run_sql(db_path: Path, query: str) -> str:
         except duckdb.Error as exc:
             # the reader is confined (models.runner.read_snapshot): writes, files and settings
             # end here, as does plain bad SQL
-            msg = f"expected a read-only query on the published ledger, found: {exc}"
-            raise ValueError(msg) from exc
+            raise _refusal(exc) from exc
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)

@@ -22,6 +22,7 @@ import socket
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import duckdb
 
@@ -88,6 +89,32 @@ def current_close(con: duckdb.DuckDBPyConnection, period: str) -> ClosedWeek | N
         f"amount, checksum FROM {CLOSED_PERIODS.name} WHERE period = ? "
         "ORDER BY revision DESC LIMIT 1", [period]).fetchone()
     return None if row is None else ClosedWeek(*row)
+
+
+def served_close(snapshot: Path, period: str) -> tuple[int, str] | None:
+    """The latest close of ``period`` as the published snapshot ``snapshot`` serves it
+    (revision, checksum); None when it serves the week open (or there is no snapshot)."""
+    from models.runner import CONFINED_READER
+
+    if not snapshot.is_file():
+        return None
+    try:
+        with duckdb.connect(str(snapshot), read_only=True, config=CONFINED_READER) as con:
+            return con.execute(
+                f"SELECT revision, checksum FROM {CLOSED_PERIODS.name} WHERE period = ? "
+                "ORDER BY revision DESC LIMIT 1", [period]).fetchone()
+    except duckdb.Error:  # a snapshot from before closes (no table)
+        return None
+
+
+def unpublished_close(con: duckdb.DuckDBPyConnection, snapshot: Path,
+                      period: str) -> ClosedWeek | None:  # fmt: skip
+    """The ledger's latest close of ``period`` when the snapshot does not serve it: a close
+    whose publish failed or was killed after the ledger committed it."""
+    close = current_close(con, period)
+    if close is None or served_close(snapshot, period) == (close.revision, close.checksum):
+        return None
+    return close
 
 
 def closed_weeks(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -4,7 +4,15 @@ Each partition is written from DuckDB to ``_staging/``, moved to an immutable fi
 ``_versions/`` and hard-linked over the Hive path ``part-0.parquet`` (``os.replace``): a
 reader of the Hive layout sees the old file or the new one, never half of one; a reader of the
 published snapshot reads the version files its catalog names, so its whole state stays as
-published. A file replaced or removed is retired and deleted :data:`RETIRED_GRACE` later.
+published.
+
+Retiring (``docs/storage.md``, "Readers never blocked"): a file the catalog stops naming is
+first recorded in ``_retired.parquet`` (before the catalog is written), and only the publish
+whose snapshot swap stopped serving it starts its grace (:func:`settle_retired`, called after
+the swap): it is deleted :data:`RETIRED_GRACE` after that swap, never while the served snapshot
+names it. A publish that fails or is killed before its swap starts no grace. Version files that
+no catalog, retirement or served snapshot names (a writer killed between writing a partition
+and writing the catalog) are adopted the same way once their writer is gone.
 """
 
 import os
@@ -35,8 +43,11 @@ from models.lake import (
 )
 from models.schema import LAKE_CHANGES
 
-#: How long a replaced partition file stays readable for snapshots published before it.
+#: How long a replaced partition file stays readable after the swap that stopped serving it.
 RETIRED_GRACE = timedelta(minutes=10)
+#: A staging or version file nothing names whose writer cannot be told from its name (a file of
+#: an older release) is left alone until it is this old: no live writer takes that long.
+ORPHAN_AGE = timedelta(hours=6)
 
 Key = tuple[str, str | None, date | None]
 
@@ -65,7 +76,10 @@ CATALOG_SCHEMA = pa.schema([
     ("rows", pa.int64()), ("bytes", pa.int64()), ("written_at", pa.timestamp("us")),
     ("file", pa.string()), ("path", pa.string()), ("columns", pa.string()),
 ])
-RETIRED_SCHEMA = pa.schema([("file", pa.string()), ("retired_at", pa.timestamp("us"))])
+#: retired_at: when the catalog stopped naming the file; unserved_at: when a snapshot swap that
+#: does not name it happened (NULL until then: the served snapshot may still name it)
+RETIRED_SCHEMA = pa.schema([("file", pa.string()), ("retired_at", pa.timestamp("us")),
+                            ("unserved_at", pa.timestamp("us"))])
 
 
 @dataclass(frozen=True)
@@ -146,9 +160,11 @@ def sync_lake(con: duckdb.DuckDBPyConnection, root: Path,
                 _write_all(con, root, lake, _all_partitions(con, lake, catalog), catalog,
                            retired, counts)
     finally:  # what was written is kept, even when a later partition failed
+        # the replaced files are recorded before the catalog stops naming them: a file leaves
+        # the catalog only into the retired list (deleted after a swap: settle_retired)
+        _record_retired(root, retired)
         if catalog != before or not (root / CATALOG_FILE).is_file():
             _write_small_parquet(root, CATALOG_FILE, catalog_table(catalog))
-        _retire(root, retired)
     if marks:
         con.execute(f"DELETE FROM {LAKE_CHANGES.name} WHERE table_name IN ({listed})")
     return LakeSync(catalog, counts[0], counts[1], tuple(full))
@@ -239,7 +255,8 @@ def _write_partition(con: duckdb.DuckDBPyConnection, root: Path, lake: LakeTable
             hive.unlink(missing_ok=True)
             _remove_empty_dirs(hive.parent, root / lake.name)
             return 0
-        version_rel = f"{VERSIONS}/{rel}/{uuid.uuid4().hex}.parquet"
+        # the writer's pid in the name: a file a killed writer left is told from one in flight
+        version_rel = f"{VERSIONS}/{rel}/{os.getpid()}.{uuid.uuid4().hex}.parquet"
         version = root / version_rel
         version.parent.mkdir(parents=True, exist_ok=True)
         staging.replace(version)
@@ -266,37 +283,109 @@ def _remove_empty_dirs(path: Path, stop: Path) -> None:
         path = path.parent
 
 
-def _retire(root: Path, newly: list[str]) -> None:
-    """Remember the files replaced now; delete those retired longer than the grace ago."""
+def _read_retired(root: Path) -> list[dict]:
     path = root / RETIRED_FILE
+    if not path.is_file():
+        return []
+    table = pq.read_table(path)  # an older release's list has no unserved_at: not yet swapped
+    return [{"file": r["file"], "retired_at": r.get("retired_at"),
+             "unserved_at": r.get("unserved_at")} for r in table.to_pylist()]
+
+
+def _write_retired(root: Path, entries: list[dict]) -> None:
+    _write_small_parquet(root, RETIRED_FILE, pa.Table.from_pylist(entries, schema=RETIRED_SCHEMA))
+
+
+def _record_retired(root: Path, newly: list[str]) -> None:
+    """Remember the files the catalog stops naming now; nothing is deleted here (the served
+    snapshot may still name them)."""
+    if not newly:
+        return
     now = _now()
-    entries = pq.read_table(path, schema=RETIRED_SCHEMA).to_pylist() if path.is_file() else []
-    entries += [{"file": f, "retired_at": now} for f in newly]
-    keep = []
+    entries = _read_retired(root)
+    entries += [{"file": f, "retired_at": now, "unserved_at": None} for f in newly]
+    _write_retired(root, entries)
+
+
+def settle_retired(root: Path, served: Collection[str]) -> list[str]:
+    """After a snapshot naming exactly the files ``served`` was swapped in: start the grace of
+    every retired file it does not name, adopt the orphaned version files, and delete what has
+    been unserved for :data:`RETIRED_GRACE`. Returns the files deleted (relative to ``root``).
+
+    A file the served snapshot names is never deleted (and leaves the retired list: its catalog
+    write did not happen)."""
+    now = _now()
+    named = set(served)
+    entries = _read_retired(root)
+    before = list(entries)
+    known = named | {e["file"] for e in entries}
+    entries += [{"file": f, "retired_at": now, "unserved_at": now}
+                for f in _orphans(root, known)]
+    keep: dict[str, dict] = {}
+    deleted: list[str] = []
     for entry in entries:
-        if now - entry["retired_at"] >= RETIRED_GRACE:
+        if entry["file"] in named or entry["file"] in keep:
+            continue
+        since = entry["unserved_at"] or now  # this swap stopped serving it
+        if now - since >= RETIRED_GRACE:
             version = root / entry["file"]
             version.unlink(missing_ok=True)
             _remove_empty_dirs(version.parent, root / VERSIONS)
+            deleted.append(entry["file"])
         else:
-            keep.append(entry)
-    if keep or path.is_file():
-        _write_small_parquet(root, RETIRED_FILE, pa.Table.from_pylist(keep, schema=RETIRED_SCHEMA))
+            keep[entry["file"]] = {**entry, "unserved_at": since}
+    if list(keep.values()) != before:
+        _write_retired(root, list(keep.values()))
+    return deleted
+
+
+def _writer_gone(path: Path, now: datetime) -> bool:
+    """Whether the process that wrote ``path`` (``<pid>.<id>…``) cannot be writing it any
+    more: its pid is gone or is ours (this process's writes are done when it asks), or the
+    file is older than :data:`ORPHAN_AGE` (a name without a pid, a pid reused)."""
+    from models.runner import _alive
+
+    pid = path.name.split(".", 1)[0]
+    if (pid.isdigit() and len(pid) <= 9 and "." in path.name  # not a 32-digit file id
+            and (int(pid) == os.getpid() or not _alive(int(pid)))):
+        return True
+    try:
+        modified = datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(tzinfo=None)
+    except FileNotFoundError:
+        return False
+    return now - modified >= ORPHAN_AGE
+
+
+def _orphans(root: Path, known: set[str]) -> list[str]:
+    """Version files nothing names (``known``: the catalog's, the retired list's, the served
+    snapshot's) whose writer is gone."""
+    versions = root / VERSIONS
+    if not versions.is_dir():
+        return []
+    now = _now()
+    found = []
+    for path in versions.rglob("*.parquet"):
+        rel = path.relative_to(root).as_posix()
+        if rel not in known and path.is_file() and _writer_gone(path, now):
+            found.append(rel)
+    return sorted(found)
 
 
 def remove_stale_staging(root: Path) -> list[Path]:
-    """Delete staging files whose publishing process is gone."""
-    from models.runner import _alive
-
+    """Delete the staging files and folders (a lake table set aside) whose writer is gone."""
     staging = root / STAGING
-    removed = []
+    removed: list[Path] = []
     if not staging.is_dir():
         return removed
+    now = _now()
     for path in staging.iterdir():
-        pid = path.name.split(".", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if path.name.split(".", 1)[0] == str(os.getpid()) or not _writer_gone(path, now):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
             path.unlink(missing_ok=True)
-            removed.append(path)
+        removed.append(path)
     return removed
 
 

@@ -7,6 +7,13 @@ folder through ``allowed_directories`` would also let them ``COPY … TO`` into 
 checks the same list for writes), so :func:`register_lake` instead hands DuckDB pyarrow
 datasets over the same immutable files as temporary views of the same names: they read those
 files and nothing else, and the reader still cannot read or write any other file.
+
+Locations are relative to the ledger, so a site folder moved whole keeps serving: the catalog
+names each file relative to the lake root, :func:`register_lake` finds them in the lake beside
+the ledger it opens (the root recorded at publish only for a snapshot copied without its lake),
+and the views' text joins the relative names to ``getvariable('gpuledger_lake')`` when a
+reader sets it (the ``duckdb`` CLI after a move, before the next publish), else to the root at
+publish.
 """
 
 from pathlib import Path
@@ -28,6 +35,8 @@ from models.lake_publish import Key, Partition, catalog_table
 from models.schema import LAKE_CHANGES
 
 CATALOG_TABLE = "lake_partitions"
+#: A DuckDB variable a reader may set to the lake's folder: the snapshot's views read it there.
+LAKE_VARIABLE = "gpuledger_lake"
 HIVE_KEYS = pa.schema([("cluster", pa.string()), ("day", pa.date32())])
 
 
@@ -63,7 +72,8 @@ def copy_serving(con: duckdb.DuckDBPyConnection, alias: str, catalog: dict[Key, 
     files: dict[str, list[str]] = {}
     for p in catalog.values():
         if p.rows > 0:
-            files.setdefault(p.table_name, []).append(str((root / p.file).resolve()))
+            files.setdefault(p.table_name, []).append(p.file)
+    at = f"coalesce(getvariable('{LAKE_VARIABLE}'), {_sql_string(str(root.resolve()))})"
     kinds = dict(con.execute(
         "SELECT table_name, table_type FROM information_schema.tables WHERE table_catalog = ? "
         "AND table_schema = 'main'", [alias]).fetchall())
@@ -72,8 +82,9 @@ def copy_serving(con: duckdb.DuckDBPyConnection, alias: str, catalog: dict[Key, 
         con.execute(f'DROP {kind} IF EXISTS {alias}.main."{lake.name}"')
         listed = sorted(files.get(lake.name, ()))
         if listed:
-            paths = ", ".join("'" + f.replace("'", "''") + "'" for f in listed)
-            body = (f"SELECT {select_columns(lake)} FROM read_parquet([{paths}], "
+            paths = ", ".join(_sql_string(f) for f in listed)
+            body = (f"SELECT {select_columns(lake)} FROM read_parquet(list_transform([{paths}], "
+                    f"f -> {at} || '/' || f), "
                     "hive_partitioning = true, hive_types = {'cluster': VARCHAR, 'day': DATE}, "
                     "hive_types_autocast = false)")
         else:
@@ -82,7 +93,8 @@ def copy_serving(con: duckdb.DuckDBPyConnection, alias: str, catalog: dict[Key, 
     name = f"_lake_catalog_{id(catalog)}"
     con.register(name, catalog_table(catalog))
     try:
-        # location: the file's absolute path, so a copied snapshot reads the lake it names
+        # location: where the file was at publish (a snapshot copied alone reads the lake it
+        # names); readers look for `file` in the lake beside the ledger first
         con.execute(f"DROP TABLE IF EXISTS {alias}.main.{CATALOG_TABLE}")
         con.execute(f"CREATE TABLE {alias}.main.{CATALOG_TABLE} AS SELECT *, "
                     f"{_sql_string(str(root.resolve()))} || '/' || file AS location FROM {name}")
@@ -99,14 +111,17 @@ def register_lake(con: duckdb.DuckDBPyConnection, db_path: Path) -> None:
         f"AND table_name = '{CATALOG_TABLE}'").fetchone()
     if found is None:
         return
+    rows = con.execute(f"SELECT table_name, file, location FROM {CATALOG_TABLE} "
+                       "WHERE rows > 0 ORDER BY ALL").fetchall()
+    root = lake_root(db_path).resolve()  # the lake beside the ledger, wherever it now is
+    if rows and not (root / rows[0][1]).is_file():
+        _, file, location = rows[0]
+        published = Path(location[:-len(file) - 1])  # a snapshot copied without its lake
+        if (published / file).is_file():
+            root = published
     files: dict[str, list[str]] = {}
-    roots: set[str] = set()
-    for table_name, file, location in con.execute(
-            f"SELECT table_name, file, location FROM {CATALOG_TABLE} WHERE rows > 0 ORDER BY ALL"
-    ).fetchall():
-        files.setdefault(table_name, []).append(location)
-        roots.add(location[:-len(file) - 1])
-    root = Path(roots.pop()) if len(roots) == 1 else lake_root(db_path).resolve()
+    for table_name, file, _ in rows:
+        files.setdefault(table_name, []).append(str(root / file))
     for lake in LAKE_TABLES:
         dataset = ds.dataset(files.get(lake.name, []), schema=dataset_schema(lake),
                              format="parquet",

@@ -6,6 +6,7 @@ that is swapped in atomically after each successful write.
 """
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -280,12 +281,15 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, db_path: Path) -> Path:
     (:class:`LedgerIncomplete`) while a build is unfinished: the previous snapshot stays.
     A publish that fails leaves readers on the previous snapshot (whose partition files stay
     readable) and raises :class:`PublishFailed`; copies and staging files left by killed
-    publishes (their process is gone) are removed first.
+    publishes (their process is gone) are removed first. Lake files the new snapshot no longer
+    names are deleted only :data:`models.lake_publish.RETIRED_GRACE` after this swap
+    (``settle_retired``): a file the served snapshot names is never deleted.
     """
     from models.lake import lake_root
     from models.lake_publish import (
         export_small_tables,
         remove_stale_staging,
+        settle_retired,
         sync_lake,
     )
     from models.lake_serving import copy_serving, small_tables
@@ -324,6 +328,12 @@ def publish_snapshot(con: duckdb.DuckDBPyConnection, db_path: Path) -> Path:
     except BaseException:
         _remove_copy(tmp)
         raise
+    # only now do the files the previous snapshot named stop being served: their grace starts
+    try:
+        settle_retired(root, [p.file for p in synced.catalog.values()])
+    except OSError as exc:  # published; the files wait for the next publish
+        print(f"publish: retired lake files were not settled ({exc}); the next publish "
+              "deletes them", file=sys.stderr)
     return target
 
 

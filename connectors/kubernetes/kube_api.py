@@ -35,6 +35,7 @@ import yaml
 
 from connectors.errors import SourceError
 from connectors.secrets import excerpt
+from connectors.textfiles import regular_files
 
 GROUP = "kueue.x-k8s.io"
 KNOWN_VERSIONS = ("v1beta2", "v1beta1")  # newest first: the order to try without discovery
@@ -421,9 +422,9 @@ def snapshot_files(folder: Path) -> list[tuple[datetime, Path]]:
 
     Each name must carry its UTC time; one that does not is an error, not a guess."""
     found = []
-    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if not path.is_file() or not path.name.endswith((".json", ".json.gz")):
-            continue
+    names = regular_files(folder, lambda n: n.endswith((".json", ".json.gz"))) \
+        if folder.is_dir() else []
+    for path in names:
         at = snapshot_time(path)
         if at is None:
             msg = (f"{path}: expected a snapshot name with its UTC time such as "

@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboards import charts, data
 from dashboards.common import day_range_picker, freshness_line, hours, money
+from dashboards.text import plain
 from models.incidents import KINDS
 
 # findings that waste nothing by the rules (docs/detectors.md): counted, never costed
@@ -79,7 +80,7 @@ st.title("Incidents")
 freshness_line()
 link = link_filter()
 if link:
-    shown_link = ", ".join(f"{k} {v}" for k, v in link.items())
+    shown_link = ", ".join(f"{k} {plain(v)}" for k, v in link.items())  # text, not Markdown
     st.info(f"Showing what the link names: {shown_link}. Open the page without the link's "
             "query to see every incident.")
 
@@ -100,7 +101,7 @@ else:
     if "incident" in link:  # wherever its day lies
         incidents = data.incident_by_id(link["incident"])
         if incidents.is_empty():
-            st.warning(f"No incident {link['incident']} that you may see (rebuilt since the "
+            st.warning(f"No incident {plain(link['incident'])} that you may see (rebuilt since the "
                        "link was sent? the detectors' ids are stable for unchanged data).")
     elif link:
         incidents = apply_link(incidents, link)

@@ -312,3 +312,23 @@ def test_scorecard_equals_the_ledger(sample_ledger: Path, monkeypatch):
     ).select((pl.col("pods_ready_at") - pl.col("admitted_at")).dt.total_seconds())
     assert card["start-up time, median"]["kubernetes"] == pytest.approx(
         startup.to_series().quantile(0.5, interpolation="linear"))
+
+
+def test_a_links_query_is_shown_as_text_never_as_markdown(sample_ledger, monkeypatch):
+    # the probe's link (issue #28): a live link and a remote image inside the app's own message
+    from streamlit.testing.v1 import AppTest
+
+    from tests.dashboards.pages import APP
+
+    monkeypatch.setenv("GPULEDGER_DB", str(sample_ledger))
+    at = AppTest.from_file(APP, default_timeout=120)
+    bait = "[Your session expired](https://evil.example/login) ![t](https://evil.example/p.png)"
+    at.query_params["incident"] = bait
+    at.switch_page("views/incidents.py")
+    at.run()
+    assert not at.exception
+    shown = [str(e.value) for e in (*at.info, *at.warning)]
+    assert any("Your session expired" in text for text in shown)
+    for text in shown:
+        assert "](https://" not in text  # no Markdown link or image survives
+        assert "https://evil" not in text  # nor a bare URL to autolink

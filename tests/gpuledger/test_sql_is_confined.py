@@ -51,6 +51,10 @@ def test_a_plain_query_answers_csv(ledger: Path, capsys):
     "DELETE FROM rate_card",
     "DROP TABLE rate_card",
     "CREATE TABLE t AS SELECT 1",
+    # aborted the process (rc 134) before it was refused up front (issue #28)
+    "CALL enable_logging(storage='file', storage_path='{tmp}/log')",
+    "CALL enable_logging()",
+    "SELECT 1; SET threads = 1",
 ])
 def test_every_escape_is_refused_and_changes_nothing(ledger: Path, query: str, capsys):
     snapshot = snapshot_path(ledger)
@@ -59,6 +63,7 @@ def test_every_escape_is_refused_and_changes_nothing(ledger: Path, query: str, c
     code, out, err = sql(ledger, query, capsys)
     assert code == 1, (query, out)
     assert err.startswith("gpuledger sql: error: expected a read-only query")
+    assert err.count("\n") == 1, err  # one line, whatever DuckDB's message looked like
     assert "Traceback" not in err
     assert (snapshot.read_bytes(), ledger.read_bytes()) == before
     assert sorted(p.name for p in ledger.parent.iterdir()) == [

@@ -129,11 +129,7 @@ class SlurmSourceResource(dg.ConfigurableResource):
 
     def scontrol_files(self, cluster: ClusterSite) -> list[Path]:
         """The saved ``scontrol show job -d`` snapshots of a dump-mode cluster, oldest first."""
-        folder = _slurm(cluster).scontrol_snapshots
-        if folder is None or not folder.is_dir():
-            return []
-        return sorted(p for p in folder.iterdir()
-                      if p.name.startswith("scontrol-") and p.name.endswith((".txt", ".txt.gz")))
+        return scontrol_ingest.snapshot_folder_files(_slurm(cluster).scontrol_snapshots)
 
     def take_scontrol(self, cluster: ClusterSite) -> ScontrolParse:
         """``scontrol --all --details show job`` now, through the cluster's prefix."""
