@@ -3,8 +3,9 @@
 --   of the inventory (nodes, where it names UUIDs) and every GPU dcgm-exporter read, on the
 --   node-hours of gpu_conservation_hourly and those with readings (docs/accounting.md,
 --   "Conservation", "Per GPU").
--- Parameters: $first_day, $end_day (DATE, half-open). Reads the temp table reading_pieces
---   (gpu_reading_pieces.sql), gpu_conservation_hourly (the same days, just rebuilt) and nodes.
+-- Parameters: $first_day, $end_day (DATE, half-open). Reads the temp tables reading_pieces
+--   (gpu_reading_pieces.sql) and usage_span_matches (gpu_usage_span_matches.sql),
+--   gpu_conservation_hourly (the same days, just rebuilt) and nodes.
 -- Where each of the GPU's 3,600 seconds of the hour went, as dcgm-exporter's readings of that GPU
 --   place its holders (a MIG instance's reading counts its slices of the GPU):
 --   charged: a charged holder took the reading (usage_span_matches: its pod, hpc_job or
@@ -54,11 +55,26 @@ read AS (
             FILTER (WHERE holders = 0 AND agent_labelled) AS infrastructure,
         sum(CAST(seconds * weight AS DECIMAL(38, 6)))
             FILTER (WHERE holders = 0 AND busy AND NOT agent_labelled) AS unclaimed,
-        sum(CAST(seconds * weight * busy_fraction AS DECIMAL(38, 6))) AS busy,
-        list_sort(list_distinct(flatten(list(holder_keys) FILTER (WHERE holders > 0))))
-            AS holders
+        sum(CAST(seconds * weight * busy_fraction AS DECIMAL(38, 6))) AS busy
     FROM reading_pieces
     GROUP BY hour, node, gpu_uuid
+),
+
+holder_lists AS (
+    -- the allocations rows that took a reading of the GPU in the hour (the span matches, cut at
+    -- the hours they touch)
+    SELECT node, gpu_uuid, hour, list_sort(list(DISTINCT holder)) AS holders
+    FROM (
+        SELECT m.node, m.gpu_uuid, m.domain || '|' || m.source_key AS holder,
+            unnest(generate_series(
+                date_trunc('hour', greatest(m.span_start, m.start_ts)),
+                date_trunc('hour', least(m.span_end, m.end_ts) - INTERVAL 1 MICROSECOND),
+                INTERVAL 1 HOUR)) AS hour
+        FROM usage_span_matches AS m
+        WHERE least(m.span_end, m.end_ts) > greatest(m.span_start, m.start_ts)
+    )
+    WHERE hour >= CAST($first_day AS TIMESTAMP) AND hour < CAST($end_day AS TIMESTAMP)
+    GROUP BY ALL
 ),
 
 hours AS (
@@ -78,11 +94,13 @@ grid AS (
         coalesce(r.infrastructure, 0) AS infrastructure,
         coalesce(r.unclaimed, 0) AS unclaimed,
         coalesce(r.busy, 0) AS busy,
-        r.holders
+        l.holders
     FROM (SELECT hour, node, any_value(cluster) AS cluster FROM hours GROUP BY ALL) AS h
     INNER JOIN gpu_list AS g ON g.node = h.node
     LEFT JOIN node_hours AS n ON n.hour = h.hour AND n.node = h.node
     LEFT JOIN read AS r ON r.hour = h.hour AND r.node = h.node AND r.gpu_uuid = g.gpu_uuid
+    LEFT JOIN holder_lists AS l
+        ON l.hour = h.hour AND l.node = h.node AND l.gpu_uuid = g.gpu_uuid
 ),
 
 spread AS (

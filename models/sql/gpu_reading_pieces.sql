@@ -15,7 +15,7 @@
 --   (who the series name); holders (charged holders, time-shared ones counted as one),
 --   held_seconds (their joint extent in the piece), excess_seconds (the time more than one held
 --   it: the sum of their clipped times beyond that extent; a handover inside a reading is no
---   overlap), holder_keys (domain|source_key of each allocations row that took it).
+--   overlap).
 WITH agent_keys AS (
     SELECT DISTINCT node, namespace, pod FROM slurm_agent_pods
 ),
@@ -66,7 +66,6 @@ holder_pieces AS (
         r.node, r.gpu_uuid, r.gpu_instance, r.piece_start, r.piece_end,
         CASE WHEN coalesce(a.sharing IN ('time_slicing', 'mps', 'shard'), FALSE) THEN 'shared'
             ELSE m.domain || '|' || m.source_key END AS holder,
-        list(DISTINCT m.domain || '|' || m.source_key) AS keys,
         min(greatest(m.start_ts, r.piece_start)) AS from_ts,
         max(least(m.end_ts, r.piece_end)) AS to_ts
     FROM reading_hours AS r
@@ -87,8 +86,7 @@ claims AS (
         count(*) AS holders,
         greatest(sum(epoch(to_ts - from_ts)) - epoch(max(to_ts) - min(from_ts)), 0)
             AS excess_seconds,
-        epoch(max(to_ts) - min(from_ts)) AS held_seconds,
-        list_sort(list_distinct(flatten(list(keys)))) AS holder_keys
+        epoch(max(to_ts) - min(from_ts)) AS held_seconds
     FROM holder_pieces
     GROUP BY ALL
 ),
@@ -121,8 +119,7 @@ SELECT
     r.busy, r.busy_fraction, r.labelled, r.agent_labelled, r.hints,
     coalesce(c.holders, 0) AS holders,
     coalesce(c.excess_seconds, 0) AS excess_seconds,
-    coalesce(c.held_seconds, 0) AS held_seconds,
-    c.holder_keys
+    coalesce(c.held_seconds, 0) AS held_seconds
 FROM reading_hours AS r
 LEFT JOIN claims AS c
     ON c.node = r.node AND c.gpu_uuid = r.gpu_uuid
