@@ -66,10 +66,10 @@ matched AS (
         SELECT * FROM pod_name_matches
     )
     -- GPUs named by UUID: the reading's must be one; a DRA claim several pods share names its
-    -- devices as '<pool>/<device>' keys instead (stg_kubernetes_allocations.sql), which no
-    -- reading's UUID is: its pods' own labels place them
+    -- devices as '<pool>/<device>' keys instead (stg_kubernetes_allocations.sql: a row's list
+    -- is all keys or all UUIDs), which no reading's UUID is: its pods' own labels place them
     WHERE gpu_uuids IS NULL OR list_contains(gpu_uuids, gpu_uuid)
-        OR NOT list_bool_or(list_transform(gpu_uuids, u -> NOT contains(u, '/')))
+        OR contains(array_to_string(gpu_uuids, ' '), '/')
     GROUP BY ALL
 )
 
