@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "publish_cost": "benchmarks.publish_cost",
     "conservation_cost": "benchmarks.conservation_cost",
     "openmetrics_scale": "benchmarks.openmetrics_scale",
+    "backup_cost": "benchmarks.backup_cost",
 }
 
 

@@ -544,6 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_alerts.register(sub)
     from gpuledger import cli_export  # `export focus` (docs/focus.md)
     cli_export.register(sub)
+    from gpuledger import cli_backup  # backup / restore (docs/storage.md)
+    cli_backup.register(sub)
     return parser
 
 
