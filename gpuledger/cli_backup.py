@@ -1,4 +1,5 @@
-"""``gpuledger backup DEST`` and ``gpuledger restore FOLDER [--check]`` (gpuledger/backup.py)."""
+"""Ledger care: ``gpuledger backup DEST``, ``gpuledger restore FOLDER [--check]``
+(gpuledger/backup.py) and ``gpuledger migrate [--check]`` (models/migrations.py)."""
 
 import argparse
 import sys
@@ -43,6 +44,34 @@ def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    import duckdb
+
+    from models.migrations import SCHEMA_VERSION, applied_version, migrate, plan
+
+    if not settings.db.is_file():
+        print(f"gpuledger migrate: error: expected a ledger at {settings.db}, found no file",
+              file=sys.stderr)
+        return EXIT_FAIL
+    if args.check:
+        with duckdb.connect(str(settings.db), read_only=True) as con:
+            version, pending = applied_version(con), plan(con)
+        print(f"{settings.db}: schema version {version}, this release's {SCHEMA_VERSION}")
+        for m, changes in pending:
+            print(f"would apply {m.version} ({m.name}):"
+                  + ("".join(f"\n  {c}" for c in changes) if changes else " nothing to change"))
+        if not pending:
+            print("up to date: nothing would change")
+        return EXIT_OK
+    with duckdb.connect(str(settings.db)) as con:
+        applied = migrate(con)
+        version = applied_version(con)
+    for number, name, changes in applied:
+        print(f"applied {number} ({name}): {len(changes)} change(s)")
+    print(f"{settings.db}: schema version {version}")
+    return EXIT_OK
+
+
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("backup", help="copy the ledger, its lake and the report history as one "
                        "verifiable set (docs/storage.md)")
@@ -58,3 +87,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--wait", type=float, default=600.0, metavar="SECONDS",
                    help="how long to wait for a running writer (default 600)")
     p.set_defaults(handler=cmd_restore)
+    p = sub.add_parser("migrate", help="upgrade a ledger written by an earlier release (one "
+                       "transaction; a copy kept until it succeeds)")
+    p.add_argument("--check", action="store_true",
+                   help="say what would change and change nothing")
+    p.set_defaults(handler=cmd_migrate)
