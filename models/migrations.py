@@ -23,19 +23,16 @@ from pathlib import Path
 
 import duckdb
 
-from models.schema import ALL_TABLES, ALL_VIEWS, CHARGEBACK, CHARGEBACK_VIEW, Table, View
-
-MIGRATIONS_TABLE = Table(
-    "schema_migrations",
-    (
-        ("version", "INTEGER"),
-        ("name", "VARCHAR"),
-        ("applied_at", "TIMESTAMP"),
-        ("changes", "VARCHAR[]"),
-    ),
-    key=("version",),
-    doc="Every migration applied to the ledger (models/migrations.py): its version, name, when "
-    "and what it changed; the ledger's schema version is the highest.",
+from models.schema import (
+    ALL_TABLES,
+    ALL_VIEWS,
+    CHARGEBACK,
+    CHARGEBACK_VIEW,
+    Table,
+    View,
+)
+from models.schema import (
+    SCHEMA_MIGRATIONS as MIGRATIONS_TABLE,
 )
 
 
