@@ -20,6 +20,8 @@ BENCHMARKS: dict[str, str] = {
     "engine_scale": "benchmarks.engine_scale",
     "publish_cost": "benchmarks.publish_cost",
     "conservation_cost": "benchmarks.conservation_cost",
+    "openmetrics_scale": "benchmarks.openmetrics_scale",
+    "backup_cost": "benchmarks.backup_cost",
 }
 
 

@@ -31,6 +31,7 @@ from models.incidents import (
     idle_rules_with,
 )
 from models.kueue_quota import build_kueue_quota
+from models.migrations import MigrationFailed
 from models.quality import build_data_quality
 from models.runner import LedgerIncomplete, PublishFailed, connect, publish_snapshot
 
@@ -544,6 +545,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_alerts.register(sub)
     from gpuledger import cli_export  # `export focus` (docs/focus.md)
     cli_export.register(sub)
+    from gpuledger import cli_backup  # backup / restore (docs/storage.md)
+    cli_backup.register(sub)
     return parser
 
 
@@ -573,7 +576,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             with connect(settings.db) as con:
                 set_node_aliases(con, settings.node_aliases)
         return args.handler(args, settings)
-    except (SourceError, FileNotFoundError, ValueError, LedgerIncomplete, PublishFailed) as exc:
+    except (SourceError, FileNotFoundError, ValueError, LedgerIncomplete, PublishFailed,
+            MigrationFailed) as exc:
         print(f"gpuledger {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except duckdb.Error as exc:

@@ -21,10 +21,7 @@ import pyarrow as pa
 from models.lake_changes import delete_marked, mark_frame
 from models.schema import (
     ALL_TABLES,
-    ALL_VIEWS,
     BUILDS_UNFINISHED,
-    CHARGEBACK,
-    CHARGEBACK_VIEW,
     INGEST_RUNS,
     Table,
 )
@@ -54,48 +51,23 @@ def connect(db_path: Path, *, read_only: bool = False) -> Iterator[duckdb.DuckDB
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection, tables: Sequence[Table] = ALL_TABLES) -> None:
-    """Create every known table that does not exist yet, and add the columns declared since an
-    older version created a table (one catalog read; an ALTER only for what is missing).
+    """Bring the ledger to this release's schema: the pending versioned migrations
+    (models/migrations.py: one transaction, a copy of the file kept until they succeed), or for
+    a subset of tables, create those that do not exist and add their missing columns.
 
     One transaction: all of it or nothing, and one commit (on a new file each DDL statement
     committed alone cost a sync each: 0.1–0.45 s against 0.05 s).
     """
-    with transaction(con):
-        _ensure_schema(con, tables)
-
-
-def _ensure_schema(con: duckdb.DuckDBPyConnection, tables: Sequence[Table]) -> None:
-    _migrate(con)
-    for t in tables:
-        con.execute(t.ddl())
-    present: dict[str, set[str]] = {}
-    for table, column in con.execute(
-            "SELECT table_name, column_name FROM duckdb_columns() "
-            "WHERE database_name = current_database() AND schema_name = current_schema()"
-    ).fetchall():
-        present.setdefault(table, set()).add(column)
-    for t in tables:
-        for column, column_type in t.columns:
-            if column not in present.get(t.name, ()):
-                con.execute(f'ALTER TABLE {t.name} ADD COLUMN "{column}" {column_type}')
     if tables is ALL_TABLES:
-        for v in ALL_VIEWS:
-            con.execute(v.ddl())
+        from models.migrations import migrate
 
+        migrate(con)
+        return
+    from models.migrations import declare, rename_invoice_table
 
-def _kind(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
-    row = con.execute(
-        "SELECT table_type FROM information_schema.tables WHERE table_name = ? "
-        "AND table_schema = current_schema()", [name]).fetchone()
-    return row[0] if row else None
-
-
-def _migrate(con: duckdb.DuckDBPyConnection) -> None:
-    """Ledgers written before the invoice view: their table ``chargeback`` held every period
-    kind; it becomes ``chargeback_periods`` (same rows) and ``chargeback`` the weekly view."""
-    if (_kind(con, CHARGEBACK_VIEW.name) == "BASE TABLE"
-            and _kind(con, CHARGEBACK.name) is None):
-        con.execute(f"ALTER TABLE {CHARGEBACK_VIEW.name} RENAME TO {CHARGEBACK.name}")
+    with transaction(con):
+        rename_invoice_table(con)
+        declare(con, tables)
 
 
 @contextmanager

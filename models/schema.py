@@ -1695,7 +1695,22 @@ LAKE_CHANGES = Table(
 
 ALERT_TABLES: tuple[Table, ...] = (ALERT_LOG, ALERT_DELIVERIES, ALERT_ACTIONS)
 
+SCHEMA_MIGRATIONS = Table(
+    "schema_migrations",
+    (
+        ("version", "INTEGER"),
+        ("name", "VARCHAR"),
+        ("applied_at", "TIMESTAMP"),
+        ("changes", "VARCHAR[]"),
+    ),
+    key=("version",),
+    doc="Every migration applied to the ledger (models/migrations.py): its version, name, when "
+    "and what it changed; the ledger's schema version is the highest (docs/storage.md, "
+    "\"Upgrades\").",
+)
+
 ALL_TABLES: tuple[Table, ...] = (
+    SCHEMA_MIGRATIONS,
     KUEUE_QUOTA_HOURLY,
     KUEUE_QUOTA_WEEKLY,
     CHARGEBACK,

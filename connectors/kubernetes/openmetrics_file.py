@@ -8,7 +8,12 @@ Prometheus stores it: sample names as written (``..._total``, ``..._bucket``), e
 dropped, timestamps rounded to milliseconds, no staleness markers.
 
 Selectors: ``name``, ``name{l="v", l!="v", l=~"re", l!~"re"}`` and ``{__name__=~"re", ...}``;
-regexes are fully anchored as in PromQL, a missing label matches ``""``.
+regexes are fully anchored as in PromQL, a missing label matches ``""``. A selector with an
+equality (``l="v"``) or a regex that is an alternation of literals (``uid=~"a|b|c"``, how the
+ingest asks for pods by uid) is answered from a per-label index built once per (name, label),
+so reading a file's pods chunk by chunk is linear in its series, not quadratic (issue #28: 10 k
+series took 16 s, 100 k 521 s). Samples are kept in typed arrays (8 bytes per timestamp and
+per value).
 
 Values are what Python's ``float`` reads (no ``_`` digit separators): ``NaN``, ``+Inf`` and
 ``-Inf`` are legal and kept as such in ``value`` (consumers decide what they mean). Timestamps
@@ -37,7 +42,8 @@ import gzip
 import math
 import re
 import zlib
-from dataclasses import dataclass
+from array import array
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -113,9 +119,19 @@ def _raw_text(line: str) -> str:
 class _Series:
     name: str
     labels: dict[str, str]  # without __name__, empty values dropped
-    ts_ms: list[int]
-    values: list[float]
+    ts_ms: array = field(default_factory=lambda: array("q"))
+    values: array = field(default_factory=lambda: array("d"))
     ordered: bool = True  # timestamps non-decreasing (as promtool requires per series)
+
+    def span(self, lo: int, hi: int) -> tuple[int, int]:
+        """The index range of the samples in ``[lo, hi)`` (ordered series)."""
+        return bisect.bisect_left(self.ts_ms, lo), bisect.bisect_left(self.ts_ms, hi)
+
+    def any_in(self, lo: int, hi: int) -> bool:
+        if self.ordered:
+            i, j = self.span(lo, hi)
+            return j > i
+        return any(lo <= t < hi for t in self.ts_ms)
 
 
 @dataclass(frozen=True)
@@ -165,6 +181,40 @@ def parse_selector(selector: str) -> list[Matcher]:
     return matchers
 
 
+_REGEX_META = frozenset(".^$*+?()[]{}|")
+
+
+def _literal_values(m: Matcher) -> list[str] | None:
+    """The label values a matcher accepts when they are a finite list of non-empty literals
+    (``l="v"``; ``l=~"a|b|c"``, punctuation escaped as ``\\.`` or ``\\-`` allowed), else None."""
+    if m.op == "=":
+        return [m.value] if m.value else None
+    if m.op != "=~":
+        return None
+    out: list[str] = []
+    current: list[str] = []
+    chars = iter(m.value)
+    for c in chars:
+        if c == "\\":
+            nxt = next(chars, "")
+            if not nxt or nxt.isalnum():  # \d, \w …: a class, not a literal
+                return None
+            current.append(nxt)
+        elif c == "|":
+            if not current:
+                return None
+            out.append("".join(current))
+            current = []
+        elif c in _REGEX_META:
+            return None
+        else:
+            current.append(c)
+    if not current:
+        return None
+    out.append("".join(current))
+    return out
+
+
 class OpenMetricsFileSource:
     """`MetricsSource` over an OpenMetrics file (parsed once, on first use, kept in memory).
 
@@ -175,6 +225,8 @@ class OpenMetricsFileSource:
         self.path = Path(path)
         self._by_name: dict[str, list[_Series]] | None = None
         self._rejects: list[Reject] = []
+        # (metric name or None, label) -> label value -> series: _indexed
+        self._indexes: dict[tuple[str | None, str], dict[str, list[_Series]]] = {}
 
     @property
     def rejects(self) -> list[Reject]:
@@ -309,7 +361,7 @@ class OpenMetricsFileSource:
                 if value != "":  # Prometheus drops empty-valued labels on ingest
                     labels[label] = value
                 pos = m.end()
-        return _Series(name=name, labels=labels, ts_ms=[], values=[])
+        return _Series(name=name, labels=labels)
 
     # ------------------------------------------------------------------ selection
 
@@ -319,15 +371,45 @@ class OpenMetricsFileSource:
         name_eq = next(
             (m.value for m in matchers if m.label == "__name__" and m.op == "="), None
         )
-        candidates = by_name.get(name_eq, []) if name_eq is not None else [
-            s for group in by_name.values() for s in group
-        ]
+        candidates = self._indexed(name_eq, matchers)
+        if candidates is None:
+            candidates = by_name.get(name_eq, []) if name_eq is not None else [
+                s for group in by_name.values() for s in group
+            ]
         out = []
         for s in candidates:
             labels = {**s.labels, "__name__": s.name}
             if all(m.matches(labels) for m in matchers):
                 out.append(s)
         return out
+
+    def _indexed(self, name: str | None, matchers: list[Matcher]) -> list[_Series] | None:
+        """The series an equality or literal-alternation matcher can name, from the index of
+        (name, label) (built on first use: one pass over the name's series); None when no
+        matcher can use an index. The caller still checks every matcher."""
+        for m in matchers:
+            if m.label == "__name__":
+                continue
+            values = _literal_values(m)
+            if values is None:
+                continue
+            key = (name, m.label)
+            index = self._indexes.get(key)
+            if index is None:
+                index = {}
+                pool = self._load().get(name, []) if name is not None else [
+                    s for group in self._load().values() for s in group]
+                for s in pool:
+                    value = s.labels.get(m.label)
+                    if value is not None:
+                        index.setdefault(value, []).append(s)
+                self._indexes[key] = index
+            found: dict[int, _Series] = {}
+            for value in values:
+                for s in index.get(value, ()):
+                    found.setdefault(id(s), s)
+            return list(found.values())
+        return None
 
     def raw_samples(self, selector: str, start: datetime, end: datetime) -> pl.DataFrame:
         lo, hi = epoch_ms(start), epoch_ms(end)
@@ -337,7 +419,7 @@ class OpenMetricsFileSource:
         value_parts: list[float] = []
         for s in self._select(selector):
             if s.ordered:
-                i, j = bisect.bisect_left(s.ts_ms, lo), bisect.bisect_left(s.ts_ms, hi)
+                i, j = s.span(lo, hi)
                 ts_parts.extend(s.ts_ms[i:j])
                 value_parts.extend(s.values[i:j])
                 n = j - i
@@ -364,7 +446,7 @@ class OpenMetricsFileSource:
         rows = [
             {**s.labels, "__name__": s.name}
             for s in self._select(match)
-            if any(lo <= t < hi for t in s.ts_ms)
+            if s.any_in(lo, hi)
         ]
         if not rows:
             return pl.DataFrame(schema=SERIES_BASE)

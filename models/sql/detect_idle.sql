@@ -25,7 +25,9 @@
 -- Precedence (one GPU-second in at most one incident): double_scheduled, then partial_gang, then
 --   idle. A period loses the time a double-scheduling holds its GPU (GPU level: the GPUs named;
 --   node level: any GPU of either allocation on that node) and the time its pod's gang was
---   partial; what is left may be split in pieces, each kept.
+--   partial; what is left may be split in pieces, each kept while it still lasts its rule's
+--   length (zero_seconds, or window_seconds for a window-rule period): a shorter remnant is no
+--   idle incident and its GPU-time is dropped from idle.
 -- share: the incident's GPUs / all GPUs of the Slurm run (every node) or of the pod.
 -- Engines: DuckDB, and Spark after models/engines/transpile.py (HEAVY_DETECTORS): no as-of
 --   joins, correlated subqueries, * REPLACE or DISTINCT window aggregates; every choice among
@@ -219,16 +221,17 @@ idle_minutes AS (
     -- no policy with a window rule (the default): the zero rule's samples, no time line (its
     -- windows would sort every sample again; the constant filter drops the unused branch)
     SELECT cluster, node, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job,
-           bucket_start, busy_fraction, step_seconds, zero_threshold, window_threshold,
-           window_seconds, by_zero, false AS by_window
+           bucket_start, busy_fraction, step_seconds, zero_threshold, zero_seconds,
+           window_threshold, window_seconds, by_zero, false AS by_window
     FROM zero_marked
     WHERE NOT $window_rule AND by_zero
     UNION ALL
     -- a sample lies in a low window when one starting before it ends at or after it (one window
     -- length per series: the windows starting before it end in their order)
     SELECT cluster, node, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job,
-           bucket_start, busy_fraction, step_seconds, zero_threshold, window_threshold,
-           window_seconds, by_zero, coalesce(low_until >= bucket_start, false) AS by_window
+           bucket_start, busy_fraction, step_seconds, zero_threshold, zero_seconds,
+           window_threshold, window_seconds, by_zero,
+           coalesce(low_until >= bucket_start, false) AS by_window
     FROM (
         SELECT *, max(CASE WHEN low_end THEN bucket_start END) OVER (
             PARTITION BY cluster, gpu_uuid, gpu_instance, namespace, pod, pod_uid, hpc_job
@@ -265,6 +268,7 @@ periods AS (
         bool_or(by_zero) AS by_zero,
         bool_or(by_window) AS by_window,
         any_value(zero_threshold) AS zero_threshold,
+        any_value(zero_seconds) AS zero_seconds,
         any_value(window_threshold) AS window_threshold,
         any_value(window_seconds) AS window_seconds
     FROM idle_numbered
@@ -412,6 +416,15 @@ pieces AS (
             AND m.bucket_start < b.pe
             AND m.bucket_start + to_seconds(m.step_seconds) > b.ps
         WHERE b.pe > b.ps
+            -- a piece left by a subtraction is idle only if it still meets its rule's length:
+            -- a 2-minute remnant beside a partial gang is no 30-minute idle incident (its
+            -- GPU-time is dropped from idle)
+            AND ((b.ps = b.start_ts AND b.pe = b.end_ts)
+                 OR date_diff('second', b.ps, b.pe) >= CASE
+                     WHEN b.by_zero AND b.by_window AND b.window_seconds > 0
+                         THEN least(b.zero_seconds, b.window_seconds)
+                     WHEN b.by_zero THEN b.zero_seconds
+                     ELSE b.window_seconds END)
         WINDOW piece AS (PARTITION BY b.cluster, b.gpu_uuid, b.gpu_instance, b.namespace,
                          b.pod, b.pod_uid, b.hpc_job, b.period_no, b.ps, b.pe)
     )

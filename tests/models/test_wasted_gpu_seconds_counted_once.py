@@ -221,3 +221,23 @@ def test_no_gpu_second_is_in_two_incidents(world, request):
                 AND (i.slurm_job = d.slurm_job OR i.k8s_workload = d.k8s_workload)
                 AND i.start_ts < d.end_ts AND d.start_ts < i.end_ts
         """).fetchone()[0] == 0
+
+
+def test_remnants_shorter_than_the_idle_rule_are_no_incidents(con):
+    """Issue #28: after a partial gang's GPU-time is taken off an idle run, the 2 minutes left
+    on each side were idle incidents of their own although the rule asks for 30 minutes."""
+    con.execute("INSERT INTO kueue_workloads (uid, namespace, name, pods_wanted, admitted_at, "
+                "pods_ready_at) VALUES ('uid-late', 'ns', 'late', 2, ?, ?)", [_at(10), _at(10, 40)])
+    # l0 starts 2 minutes before the gang's admission is complete... and stays idle 2 minutes
+    # after it: 09:58-10:42 idle, the gang partial 10:00-10:40
+    insert_pod(con, "l0", 1, _at(9, 58), _at(12), workload="late")
+    insert_pod(con, "l1", 1, _at(10, 40), _at(12), workload="late", node="n2")
+    insert_minutes(con, [0], _at(9, 58), _at(10, 42), 0.01, pod="pod-l0")
+    insert_minutes(con, [0], _at(10, 42), _at(12), 0.8, pod="pod-l0")
+    insert_minutes(con, [1], _at(10, 40), _at(12), 0.8, pod="pod-l1", node="n2")
+    rows = _incidents(con)
+    assert [r["kind"] for r in rows] == ["partial_gang"]
+    # a remnant that lasts the rule's 30 minutes is still one (the 50 minutes of the test above)
+    rows = _incidents(con, idle_min_minutes=1)
+    idle = [(r["start_ts"], r["end_ts"]) for r in rows if r["kind"] == "idle_allocation"]
+    assert (_at(10, 40), _at(10, 42)) in idle

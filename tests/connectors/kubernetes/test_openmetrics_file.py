@@ -131,3 +131,32 @@ def test_committed_fixture_totals():
     assert values[0] == 41
     assert 42 in values
     assert values[-1] == 1
+
+
+@pytest.mark.parametrize("selector", [
+    'kube_pod_info{uid=~"u-1|u-3|u-9"}',  # the ingest's uid batches: the index
+    'kube_pod_info{uid=~"u\\\\-1|u\\\\.3"}',  # escaped punctuation is literal
+    'kube_pod_info{uid="u-2"}',
+    'kube_pod_info{uid=~"u-[12]"}',  # a real regex: scanned
+    'kube_pod_info{uid=~"u-1|u-2",namespace!="ns-1"}',
+    'kube_pod_info{node=""}',  # a missing label matches ""
+    '{__name__=~"kube_pod_.*",uid=~"u-4|u-5"}',  # any name: one index over every series
+    'kube_pod_info{uid=~"nobody"}',
+])
+def test_indexed_selection_answers_as_the_full_scan(tmp_path: Path, selector: str):
+    lines = []
+    for n in range(10):
+        node = f',node="n{n % 3}"' if n % 4 else ""
+        for name in ("kube_pod_info", "kube_pod_status_phase"):
+            lines.append(f'{name}{{namespace="ns-{n % 2}",pod="p{n}",uid="u-{n}"{node}}} 1 '
+                         f"{T0.timestamp():.0f}")
+    path = tmp_path / "pods.om"
+    path.write_text("\n".join(lines) + "\n# EOF\n")
+    indexed = OpenMetricsFileSource(path)
+    scanned = OpenMetricsFileSource(path)
+    scanned._indexed = lambda *_: None  # the full scan, the old way
+    for _ in range(2):  # the second read uses the index built by the first
+        got = indexed.raw_samples(selector, *WINDOW)
+        assert got.sort(got.columns).equals(
+            scanned.raw_samples(selector, *WINDOW).sort(got.columns)), selector
+        assert indexed.series(selector, *WINDOW).height == scanned.series(selector, *WINDOW).height
