@@ -23,19 +23,17 @@ attribute the slice gives), so the planted double_scheduled incident on a DRA po
 both worlds.
 """
 
-import json
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from gpuledger.cli import main
 from gpuledger.k8s_dra import read_fresh
 from models import load_sql
-from models.runner import read_snapshot
-from simulator import NodeCounts, SimConfig, simulate
+from simulator import NodeCounts, SimConfig
 from tests.models.test_k8s_truth import IDENTITY, KEY, _bounds
+from tests.simulate.built_worlds import iso, ledger_frame, truth_allocations, world_builder
 
 SMALL = NodeCounts(hpc=3, k8s=1, shared=1)
 WORLDS = {
@@ -43,41 +41,12 @@ WORLDS = {
     "no_labels": SimConfig(seed=3, days=2, step_seconds=600, nodes=SMALL, dra_pods=0.5,
                            dcgm_dra_labels=False),
 }
-_built: dict[str, tuple[Path, Path, dict]] = {}
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory):
     """name -> (world folder, ledger, world.json), each simulated and built once."""
-    def get(name: str) -> tuple[Path, Path, dict]:
-        if name not in _built:
-            world = tmp_path_factory.mktemp(name) / "world"
-            simulate(WORLDS[name], world)
-            db = world.parent / "ledger.duckdb"
-            w = json.loads((world / "world.json").read_text())
-            assert main(["--db", str(db), "load-world", str(world)]) == 0
-            assert main(["--db", str(db), "build", "--start", w["window"]["start"],
-                         "--end", w["window"]["end"]]) == 0
-            _built[name] = (world, db, w)
-        return _built[name]
-
-    return get
-
-
-def _ledger(db: Path, query: str, params: dict | None = None) -> pl.DataFrame:
-    with read_snapshot(db) as con:
-        return con.execute(query, params or {}).pl()
-
-
-def _iso(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=None)
-
-
-def _truth_allocations(world: Path, w: dict) -> pl.DataFrame:
-    w0, w1 = _iso(w["window"]["start"]), _iso(w["window"]["end"])
-    rows = pl.read_csv(world / "truth" / "allocations.csv", try_parse_dates=True)
-    return rows.with_columns(pl.col("start").clip(w0, w1), pl.col("end").clip(w0, w1)).filter(
-        pl.col("end") > pl.col("start"))
+    return world_builder(tmp_path_factory, WORLDS)
 
 
 def _dra_pods(world: Path) -> pl.DataFrame:
@@ -98,17 +67,17 @@ def test_every_identity_is_charged_its_truth(built, name):
     truth = pl.read_csv(world / "truth" / "gpu_seconds_daily.csv", try_parse_dates=True,
                         schema_overrides={"gpu_seconds": pl.Float64}).rename(
         {"gpu_seconds": "truth"})
-    ours = _ledger(db, "SELECT day, domain, person, team, cost_centre, "
+    ours = ledger_frame(db, "SELECT day, domain, person, team, cost_centre, "
                        "sum(physical_gpu_seconds)::DOUBLE AS ours, count(*) AS pieces "
                        "FROM allocations WHERE day >= $d GROUP BY ALL",
-                   {"d": _iso(w["window"]["start"]).date()})
+                   {"d": iso(w["window"]["start"]).date()})
     both = truth.join(ours, on=KEY, how="full", coalesce=True).with_columns(
         diff=(pl.col("ours").fill_null(0) - pl.col("truth").fill_null(0)).abs())
     slurm = both.filter(pl.col("domain") == "slurm")
     assert slurm.height > 3
     off = slurm.filter(pl.col("diff") > 0.001 * pl.col("pieces").fill_null(1))
     assert off.is_empty(), off
-    pods = _truth_allocations(world, w).filter((pl.col("domain") == "kubernetes")
+    pods = truth_allocations(world, w).filter((pl.col("domain") == "kubernetes")
                                                & pl.col("charged"))
     k8s = both.filter(pl.col("domain") == "kubernetes").join(
         _bounds(pods, w), on=["day", *IDENTITY], how="left").with_columns(
@@ -123,13 +92,13 @@ def test_dra_pods_are_charged_through_their_claims(built, name):
     world, db, w = built(name)
     step = w["scrape"]["step_seconds"]
     dra = _dra_pods(world)
-    truth = _truth_allocations(world, w).filter(
+    truth = truth_allocations(world, w).filter(
         (pl.col("domain") == "kubernetes") & pl.col("charged")).with_columns(
         pod=pl.col("source_key").str.split("/").list.get(1),
         truth=pl.col("gpus") * (pl.col("end") - pl.col("start")).dt.total_seconds())
     held = truth.join(dra.select("pod").unique(), on="pod", how="semi")
     assert held.height > 10
-    ours = _ledger(db, "SELECT name AS pod, sum(physical_gpu_seconds)::DOUBLE AS ours "
+    ours = ledger_frame(db, "SELECT name AS pod, sum(physical_gpu_seconds)::DOUBLE AS ours "
                        "FROM allocations WHERE domain = 'kubernetes' GROUP BY ALL")
     got = held.group_by("pod").agg(pl.col("truth").sum(), pl.col("gpus").max()).join(
         ours, on="pod", how="left")
@@ -138,7 +107,7 @@ def test_dra_pods_are_charged_through_their_claims(built, name):
     assert longer.filter(pl.col("ours").fill_null(0) <= 0).is_empty(), longer
     err = longer.filter((pl.col("ours") - pl.col("truth")).abs() > 2 * step * pl.col("gpus"))
     assert err.is_empty(), err
-    rows = _ledger(db, "SELECT pod, gpu_resource FROM k8s_pod_allocations")
+    rows = ledger_frame(db, "SELECT pod, gpu_resource FROM k8s_pod_allocations")
     kinds = rows.join(dra.select("pod").unique(), on="pod").group_by("pod").agg(
         pl.col("gpu_resource").unique())
     assert kinds.height > 10
@@ -152,7 +121,7 @@ def test_no_incident_the_truth_does_not_have(built, name):
     world, db, _w = built(name)
     truth = pl.read_csv(world / "truth" / "incidents.csv")
     planted = truth.filter(pl.col("kind") == "double_scheduled")
-    found = _ledger(db, "SELECT kind, node, detail FROM incidents WHERE kind IN "
+    found = ledger_frame(db, "SELECT kind, node, detail FROM incidents WHERE kind IN "
                         "('double_scheduled', 'over_capacity', 'unaccounted_use')")
     double = found.filter(pl.col("kind") == "double_scheduled")
     assert set(double["node"]) <= set(planted["node"]), double  # none the truth lacks
@@ -166,7 +135,7 @@ def test_a_shared_claims_pods_take_their_own_readings(built):
     world, db, _ = built("labels")
     shared = _shared_claim_pods(world)
     assert shared
-    measured = _ledger(db, "SELECT a.name, sum(u.measured_gpu_seconds)::DOUBLE AS measured "
+    measured = ledger_frame(db, "SELECT a.name, sum(u.measured_gpu_seconds)::DOUBLE AS measured "
                            "FROM allocation_usage_hourly AS u JOIN allocations AS a "
                            "USING (day, domain, source_key, node, start_ts) "
                            "WHERE a.sharing = 'time_slicing' GROUP BY a.name")
@@ -180,18 +149,18 @@ def test_the_planted_double_scheduling_is_found(built, name):
     planted = pl.read_csv(world / "truth" / "incidents.csv").filter(
         pl.col("kind") == "double_scheduled")
     assert planted.height > 0
-    found = _ledger(db, "SELECT node FROM incidents WHERE kind = 'double_scheduled'")
+    found = ledger_frame(db, "SELECT node FROM incidents WHERE kind = 'double_scheduled'")
     assert sorted(found["node"]) == sorted(planted["node"])
 
 
 @pytest.mark.parametrize("name", WORLDS)
 def test_the_conservation_check_finds_nothing(built, name):
     _, db, w = built(name)
-    first = _iso(w["window"]["start"]).date()
+    first = iso(w["window"]["start"]).date()
     end = first + timedelta(days=w["config"]["days"])
-    tolerance = _ledger(db, "SELECT coalesce(max(scrape_interval_s), 0) AS s "
+    tolerance = ledger_frame(db, "SELECT coalesce(max(scrape_interval_s), 0) AS s "
                             "FROM k8s_pod_allocations")["s"][0]
-    breaks = _ledger(db, f"SELECT * FROM ({load_sql('gpu_conservation_hourly_check')})",
+    breaks = ledger_frame(db, f"SELECT * FROM ({load_sql('gpu_conservation_hourly_check')})",
                      {"first_day": first, "end_day": end, "tolerance_s": float(tolerance)})
     assert breaks.is_empty(), breaks
 
@@ -199,25 +168,25 @@ def test_the_conservation_check_finds_nothing(built, name):
 @pytest.mark.parametrize("name", WORLDS)
 def test_slurm_bridge_dra_pairs_are_one_workload(built, name):
     world, db, w = built(name)
-    reps = _truth_allocations(world, w).filter(pl.col("outcome") == "bridge_representative")
+    reps = truth_allocations(world, w).filter(pl.col("outcome") == "bridge_representative")
     extended = set(_dra_pods(world).filter(pl.col("via") == "extendedResourceClaimStatus")["pod"])
     on_dra = reps.filter(pl.col("name").is_in(list(extended)))
     assert on_dra.height > 0
     assert on_dra.height < reps.height
-    pairs = _ledger(db, "SELECT DISTINCT slurm_job, pod, matched FROM bridge_pairs")
+    pairs = ledger_frame(db, "SELECT DISTINCT slurm_job, pod, matched FROM bridge_pairs")
     assert pairs["matched"].all()
     assert set(zip(pairs["slurm_job"], pairs["pod"], strict=True)) == set(
         zip(reps["source_key"].cast(pl.String), reps["name"], strict=True))
-    charged = _ledger(db, "SELECT count(*) AS n FROM allocations WHERE domain = 'slurm' "
+    charged = ledger_frame(db, "SELECT count(*) AS n FROM allocations WHERE domain = 'slurm' "
                           "AND job_id IN (SELECT slurm_job FROM bridge_pairs)")
     assert charged["n"][0] == 0
-    pods = _ledger(db, "SELECT name, count(DISTINCT source_key) AS keys, "
+    pods = ledger_frame(db, "SELECT name, count(DISTINCT source_key) AS keys, "
                        "sum(gpu_seconds) AS s FROM allocations WHERE domain = 'kubernetes' "
                        "GROUP BY name")
     mine = pods.filter(pl.col("name").is_in(on_dra["name"].to_list()))
     assert mine.height == on_dra.height
     assert (mine["keys"] == 1).all()
     assert (mine["s"] > 0).all()
-    double = _ledger(db, "SELECT detail FROM incidents WHERE kind = 'double_scheduled'")
+    double = ledger_frame(db, "SELECT detail FROM incidents WHERE kind = 'double_scheduled'")
     for pod in on_dra["name"]:
         assert not double["detail"].str.contains(pod).any(), pod

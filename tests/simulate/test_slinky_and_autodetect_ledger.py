@@ -19,19 +19,16 @@ the simulator's truth:
 Shape sources: tests/simulate/test_slinky_and_autodetect_shapes.py and simulator/slinky.py.
 """
 
-import json
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
-from pathlib import Path
 
 import polars as pl
 import pytest
 
-from gpuledger.cli import main
 from models import load_sql
-from models.runner import read_snapshot
-from simulator import NodeCounts, SimConfig, simulate
+from simulator import NodeCounts, SimConfig
 from tests.models.test_k8s_truth import IDENTITY, KEY, _bounds
+from tests.simulate.built_worlds import iso, ledger_frame, truth_allocations, world_builder
 from tests.truth_pricing import truth_lines
 
 SMALL = NodeCounts(hpc=3, k8s=1, shared=1)
@@ -49,46 +46,16 @@ WORLDS = {
 }
 SLINKY = ["statefulset", "daemonset_shared"]
 AUTODETECT = ["daemonset_shared", "autodetect"]
-_built: dict[str, tuple[Path, Path, dict]] = {}
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory):
     """name -> (world folder, ledger, world.json), each simulated and built once."""
-    def get(name: str) -> tuple[Path, Path, dict]:
-        if name not in _built:
-            world = tmp_path_factory.mktemp(name) / "world"
-            simulate(WORLDS[name], world)
-            db = world.parent / "ledger.duckdb"
-            w = json.loads((world / "world.json").read_text())
-            assert main(["--db", str(db), "load-world", str(world)]) == 0
-            assert main(["--db", str(db), "build", "--start", w["window"]["start"],
-                         "--end", w["window"]["end"]]) == 0
-            _built[name] = (world, db, w)
-        return _built[name]
-
-    return get
-
-
-def _ledger(db: Path, query: str, params: dict | None = None) -> pl.DataFrame:
-    with read_snapshot(db) as con:
-        return con.execute(query, params or {}).pl()
-
-
-def _iso(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=None)
+    return world_builder(tmp_path_factory, WORLDS)
 
 
 def _slinky_nodes(w: dict) -> list[str]:
     return [n["node"] for n in w["slinky"]["nodes"]]
-
-
-def _truth_allocations(world: Path, w: dict) -> pl.DataFrame:
-    """truth/allocations.csv clipped to the window."""
-    w0, w1 = _iso(w["window"]["start"]), _iso(w["window"]["end"])
-    rows = pl.read_csv(world / "truth" / "allocations.csv", try_parse_dates=True)
-    return rows.with_columns(pl.col("start").clip(w0, w1), pl.col("end").clip(w0, w1)).filter(
-        pl.col("end") > pl.col("start"))
 
 
 @pytest.mark.parametrize("name", WORLDS)
@@ -99,10 +66,10 @@ def test_every_identity_is_charged_its_truth(built, name):
     truth = pl.read_csv(physical if physical.exists() else
                         world / "truth" / "gpu_seconds_daily.csv", try_parse_dates=True,
                         schema_overrides={column: pl.Float64}).rename({column: "truth"})
-    ours = _ledger(db, "SELECT day, domain, person, team, cost_centre, "
+    ours = ledger_frame(db, "SELECT day, domain, person, team, cost_centre, "
                        "sum(physical_gpu_seconds)::DOUBLE AS ours, count(*) AS pieces "
                        "FROM allocations WHERE day >= $d GROUP BY ALL",
-                   {"d": _iso(w["window"]["start"]).date()})
+                   {"d": iso(w["window"]["start"]).date()})
     both = truth.join(ours, on=KEY, how="full", coalesce=True).with_columns(
         diff=(pl.col("ours").fill_null(0) - pl.col("truth").fill_null(0)).abs())
     slurm = both.filter(pl.col("domain") == "slurm")
@@ -110,7 +77,7 @@ def test_every_identity_is_charged_its_truth(built, name):
     # each side rounds a fractional share to the millisecond once per piece it keeps
     off = slurm.filter(pl.col("diff") > 0.001 * pl.col("pieces").fill_null(1))
     assert off.is_empty(), off
-    pods = _truth_allocations(world, w).filter((pl.col("domain") == "kubernetes")
+    pods = truth_allocations(world, w).filter((pl.col("domain") == "kubernetes")
                                                & pl.col("charged"))
     k8s = both.filter(pl.col("domain") == "kubernetes").join(
         _bounds(pods, w), on=["day", *IDENTITY], how="left").with_columns(
@@ -125,19 +92,19 @@ def test_every_identity_is_charged_its_truth(built, name):
 def test_the_slurmd_pods_are_charged_nothing_and_the_jobs_inside_on_their_node(built, name):
     world, db, w = built(name)
     nodes = _slinky_nodes(w)
-    truth = _truth_allocations(world, w)
+    truth = truth_allocations(world, w)
     agents = truth.filter(pl.col("outcome") == "slurm_agent")
     assert sorted(agents["node"].to_list()) == sorted(nodes)
     assert not agents["charged"].any()
-    assert _ledger(db, "SELECT * FROM allocations WHERE k8s_namespace = 'slurm'").is_empty()
+    assert ledger_frame(db, "SELECT * FROM allocations WHERE k8s_namespace = 'slurm'").is_empty()
     # the ledger saw them: recognised as Slurm's agents, not dropped
-    seen = _ledger(db, "SELECT node, pod, owner_kind FROM k8s_pod_allocations "
+    seen = ledger_frame(db, "SELECT node, pod, owner_kind FROM k8s_pod_allocations "
                        "WHERE namespace = 'slurm'")
     assert sorted(seen["node"].to_list()) == sorted(nodes)
     assert set(seen["owner_kind"]) == {"NodeSet"}
     jobs = truth.filter(pl.col("node").is_in(nodes) & (pl.col("domain") == "slurm")
                         & pl.col("charged"))
-    ours = _ledger(db, "SELECT node, sum(gpu_seconds)::BIGINT AS ours FROM allocations "
+    ours = ledger_frame(db, "SELECT node, sum(gpu_seconds)::BIGINT AS ours FROM allocations "
                        "WHERE domain = 'slurm' GROUP BY node")
     expected = jobs.group_by("node").agg(
         (pl.col("gpus") * (pl.col("end") - pl.col("start")).dt.total_seconds()).sum()
@@ -145,15 +112,15 @@ def test_the_slurmd_pods_are_charged_nothing_and_the_jobs_inside_on_their_node(b
     got = expected.join(ours, on="node", how="left")
     assert (got["truth"] > 0).all()
     assert got.filter(pl.col("truth") != pl.col("ours")).is_empty(), got
-    evidence = _ledger(db, "SELECT evidence FROM allocations WHERE domain = 'slurm' "
+    evidence = ledger_frame(db, "SELECT evidence FROM allocations WHERE domain = 'slurm' "
                            "AND evidence LIKE '%is slurmd pod%'")
     if w["slinky"]["nodeset"]["scaling_mode"] == "StatefulSet":
         assert evidence.height > 0  # slinky-N placed on its Kubernetes node, and says so
     # the site file's scontrol_nodes: `scontrol show node` Comment= names each pod too
-    comments = _ledger(db, "SELECT k8s_node, pod_namespace FROM slurm_node_pods")
+    comments = ledger_frame(db, "SELECT k8s_node, pod_namespace FROM slurm_node_pods")
     assert sorted(comments["k8s_node"].to_list()) == sorted(nodes)
     assert set(comments["pod_namespace"]) == {"slurm"}
-    incidents = _ledger(db, "SELECT kind, node FROM incidents WHERE kind IN "
+    incidents = ledger_frame(db, "SELECT kind, node FROM incidents WHERE kind IN "
                             "('double_scheduled', 'over_capacity', 'unaccounted_use')")
     assert incidents.filter(pl.col("node").is_in(nodes)).is_empty(), incidents
 
@@ -161,18 +128,18 @@ def test_the_slurmd_pods_are_charged_nothing_and_the_jobs_inside_on_their_node(b
 @pytest.mark.parametrize("name", WORLDS)
 def test_the_conservation_check_finds_nothing(built, name):
     _, db, w = built(name)
-    first = _iso(w["window"]["start"]).date()
+    first = iso(w["window"]["start"]).date()
     end = first + timedelta(days=w["config"]["days"])
     # the tolerance every_gpu_second_accounted_once passes: Kubernetes ends are known to one
     # scrape interval (pipelines/defs/detectors/checks.py)
-    tolerance = _ledger(db, "SELECT coalesce(max(scrape_interval_s), 0) AS s "
+    tolerance = ledger_frame(db, "SELECT coalesce(max(scrape_interval_s), 0) AS s "
                             "FROM k8s_pod_allocations")["s"][0]
-    breaks = _ledger(db, f"SELECT * FROM ({load_sql('gpu_conservation_hourly_check')})",
+    breaks = ledger_frame(db, f"SELECT * FROM ({load_sql('gpu_conservation_hourly_check')})",
                      {"first_day": first, "end_day": end, "tolerance_s": float(tolerance)})
     assert breaks.is_empty(), breaks
     # the Slinky nodes need no tolerance: nothing is held twice there
     nodes = w["slinky"]["nodes"] if "slinky" in w else []
-    strict = _ledger(db, f"SELECT * FROM ({load_sql('gpu_conservation_hourly_check')})",
+    strict = ledger_frame(db, f"SELECT * FROM ({load_sql('gpu_conservation_hourly_check')})",
                      {"first_day": first, "end_day": end, "tolerance_s": 0.0})
     assert strict.filter(pl.col("node").is_in([n["node"] for n in nodes])).is_empty()
 
@@ -180,15 +147,15 @@ def test_the_conservation_check_finds_nothing(built, name):
 @pytest.mark.parametrize("name", SLINKY)
 def test_slinky_capacity_no_job_holds_is_infrastructure(built, name):
     world, db, w = built(name)
-    first = _iso(w["window"]["start"]).date()
+    first = iso(w["window"]["start"]).date()
     end = first + timedelta(days=w["config"]["days"])
     nodes = _slinky_nodes(w)
-    truth = _truth_allocations(world, w).filter(
+    truth = truth_allocations(world, w).filter(
         pl.col("node").is_in(nodes) & pl.col("charged")).group_by("node").agg(
         (pl.col("gpus") * (pl.col("end") - pl.col("start")).dt.total_seconds()).sum()
         .alias("jobs"))
     gpus = {n["node"]: n["gpus"] for n in w["slinky"]["nodes"]}
-    ours = _ledger(db, "SELECT node, sum(capacity_gpu_seconds) AS capacity, "
+    ours = ledger_frame(db, "SELECT node, sum(capacity_gpu_seconds) AS capacity, "
                        "sum(charged_gpu_seconds) AS charged, "
                        "sum(infrastructure_gpu_seconds) AS infrastructure, "
                        "sum(idle_gpu_seconds + unaccounted_gpu_seconds + conflict_gpu_seconds) "
@@ -209,7 +176,7 @@ def test_slinky_capacity_no_job_holds_is_infrastructure(built, name):
 def test_jobs_on_slinky_nodes_are_measured_through_the_dcgm_job_mapping(built, name):
     world, db, w = built(name)
     nodes = _slinky_nodes(w)
-    usage = _ledger(db, "SELECT node, sum(allocated_gpu_seconds) AS allocated, "
+    usage = ledger_frame(db, "SELECT node, sum(allocated_gpu_seconds) AS allocated, "
                         "sum(measured_gpu_seconds)::DOUBLE AS measured, "
                         "sum(busy_gpu_seconds)::DOUBLE AS busy FROM allocation_usage_hourly "
                         "WHERE domain = 'slurm' GROUP BY node")
@@ -219,9 +186,9 @@ def test_jobs_on_slinky_nodes_are_measured_through_the_dcgm_job_mapping(built, n
     assert (slinky["measured"] >= 0.9 * slinky["allocated"]).all(), slinky
     assert (slinky["busy"] > 0).all()
     truth = pl.read_csv(world / "truth" / "gpu_busy_seconds.csv").join(
-        _ledger(db, "SELECT gpu_uuid, node FROM nodes"), on="gpu_uuid").group_by("node").agg(
+        ledger_frame(db, "SELECT gpu_uuid, node FROM nodes"), on="gpu_uuid").group_by("node").agg(
         pl.col("busy_seconds").sum())
-    node_busy = _ledger(db, "SELECT node, sum(busy_gpu_seconds)::DOUBLE AS ours "
+    node_busy = ledger_frame(db, "SELECT node, sum(busy_gpu_seconds)::DOUBLE AS ours "
                             "FROM node_usage_hourly GROUP BY node").join(truth, on="node")
     slinky_busy = node_busy.filter(pl.col("node").is_in(nodes))
     assert slinky_busy.height == len(nodes)
@@ -231,13 +198,13 @@ def test_jobs_on_slinky_nodes_are_measured_through_the_dcgm_job_mapping(built, n
 @pytest.mark.parametrize("name", WORLDS)
 def test_slurm_bridge_pairs_stay_one_workload(built, name):
     world, db, w = built(name)
-    reps = _truth_allocations(world, w).filter(pl.col("outcome") == "bridge_representative")
+    reps = truth_allocations(world, w).filter(pl.col("outcome") == "bridge_representative")
     assert reps.height > 0
-    pairs = _ledger(db, "SELECT DISTINCT slurm_job, pod, matched FROM bridge_pairs")
+    pairs = ledger_frame(db, "SELECT DISTINCT slurm_job, pod, matched FROM bridge_pairs")
     assert pairs["matched"].all()
     assert set(zip(pairs["slurm_job"], pairs["pod"], strict=True)) == set(
         zip(reps["source_key"].cast(pl.String), reps["name"], strict=True))
-    charged = _ledger(db, "SELECT count(*) AS n FROM allocations WHERE domain = 'slurm' "
+    charged = ledger_frame(db, "SELECT count(*) AS n FROM allocations WHERE domain = 'slurm' "
                           "AND job_id IN (SELECT slurm_job FROM bridge_pairs)")
     assert charged["n"][0] == 0
 
@@ -245,16 +212,16 @@ def test_slurm_bridge_pairs_stay_one_workload(built, name):
 @pytest.mark.parametrize("name", AUTODETECT)
 def test_autodetect_models_are_the_truths_and_priced(built, name):
     world, db, w = built(name)
-    models = set(_ledger(db, "SELECT DISTINCT gpu_model FROM allocations "
+    models = set(ledger_frame(db, "SELECT DISTINCT gpu_model FROM allocations "
                              "WHERE domain = 'slurm'")["gpu_model"])
     priced = pl.read_csv(world / "truth" / "gpu_seconds_priced.csv")
     assert models == set(priced.filter(pl.col("domain") == "slurm")["gpu_model"])
     assert {"nvidia_a100-sxm4-80gb", "nvidia_h100_80gb_hbm3"} <= models
     # units x seconds per (day, identity, model, QOS): the ledger reads each type as the truth
-    ours = _ledger(db, "SELECT strftime(day, '%Y-%m-%d') AS day, person, team, cost_centre, "
+    ours = ledger_frame(db, "SELECT strftime(day, '%Y-%m-%d') AS day, person, team, cost_centre, "
                        "gpu_model, qos, sum(gpu_seconds)::BIGINT AS ours FROM allocations "
                        "WHERE domain = 'slurm' AND day >= $d GROUP BY ALL",
-                   {"d": _iso(w["window"]["start"]).date()})
+                   {"d": iso(w["window"]["start"]).date()})
     key = ["day", "person", "team", "cost_centre", "gpu_model", "qos"]
     truth = priced.filter(pl.col("domain") == "slurm").with_columns(
         pl.col("qos").cast(pl.String).fill_null("")).select(*key, "gpu_seconds")
@@ -262,11 +229,11 @@ def test_autodetect_models_are_the_truths_and_priced(built, name):
                      coalesce=True)
     assert got.filter(pl.col("gpu_seconds") != pl.col("ours")).is_empty(), got
     assert got.filter(pl.col("ours").is_null() | pl.col("gpu_seconds").is_null()).is_empty()
-    unpriced = _ledger(db, "SELECT * FROM chargeback WHERE rate_per_gpu_hour IS NULL")
+    unpriced = ledger_frame(db, "SELECT * FROM chargeback WHERE rate_per_gpu_hour IS NULL")
     assert unpriced.is_empty(), unpriced
     if "shared_gpus" not in w:  # whole GPUs: the invoice lines are the priced truth, to the cent
         truth_week = truth_lines(world, "week", "slurm")
-        lines = _ledger(db, "SELECT period, cost_centre, team, person, domain, gpu_model, "
+        lines = ledger_frame(db, "SELECT period, cost_centre, team, person, domain, gpu_model, "
                             "rate_per_gpu_hour, gpu_seconds, amount FROM chargeback_periods "
                             "WHERE period_kind = 'week' AND domain = 'slurm'")
         ours_week = {(*r[:6], Decimal(r[6]).normalize()): (r[7], r[8])
