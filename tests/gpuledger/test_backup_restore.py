@@ -93,6 +93,7 @@ def test_a_damaged_backup_is_refused_and_changes_nothing(site, tmp_path: Path, m
     assert "stray.txt: expected no file the manifest does not list" in " ".join(
         verify(tmp_path / "b4").problems)
     assert extra["files"]
+    damaged.unlink()  # corrupt on purpose: not a ledger for the session's conservation sweep
 
 
 def test_a_running_writer_is_waited_for(site, tmp_path: Path):
