@@ -262,6 +262,10 @@ def _ingest_kubernetes_flags(args: argparse.Namespace, settings: Settings, start
 def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
     with connect(settings.db) as con:
         first, last = build.data_days(con)
+        if first is not None and settings.site is not None and first < settings.site.first_day:
+            # the site accounts from its first_day: a job that ran into it is charged from
+            # then, as Dagster's daily partitions do (one ledger either way)
+            first = settings.site.first_day
         if args.start:
             first = _parse_time(args.start).date()
         if args.end:
@@ -269,6 +273,8 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
         if first is None or last is None or last < first:
             print("gpuledger build: nothing to build (no allocations loaded)", file=sys.stderr)
             return EXIT_OK
+        # and the neighbours built before: they read these days' data (docs/accounting.md)
+        first, last = build.days_to_build(con, first, last)
         days = (last - first).days + 1
         print(f"building {days} day(s) {first} .. {last}", file=sys.stderr)
         build.begin_build(con, first, last)  # publishing waits until every table is rebuilt

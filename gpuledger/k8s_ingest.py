@@ -78,6 +78,7 @@ from gpuledger.nodenames import NodeNamer, load_namer, record_names
 from gpuledger.service import LoadResult, import_workloads
 from gpuledger.timewindows import utc_naive as _utc_naive
 from models import schema
+from models.build import mark_days_to_rebuild
 from models.lake_changes import mark_span
 from models.runner import record_ingest, replace_rows, transaction
 
@@ -169,6 +170,9 @@ def ingest_kubernetes_window(
 
 
 
+K8S_WINDOW_READ = "kubernetes: a window of the day read again after the day was built"
+
+
 def write_kubernetes_window(
     con: duckdb.DuckDBPyConnection, read: WindowRead, source: MetricsSource, start: datetime,
     end: datetime, *, cluster: str = "default",
@@ -193,6 +197,10 @@ def write_kubernetes_window(
     ).unique(maintain_order=True)
     with transaction(con):
         record_names(con, namer, INGEST_SOURCE)
+        # built days of the window read again: the next build rebuilds them (and their
+        # neighbours), whichever days it was asked for
+        mark_days_to_rebuild(con, "SELECT $start::TIMESTAMP AS start_ts, $end::TIMESTAMP "
+                             "AS end_ts", K8S_WINDOW_READ, {"start": start, "end": end})
         replace_window_intervals(
             con, schema.K8S_POD_ALLOCATION_PIECES, schema.K8S_POD_ALLOCATIONS, read.pods,
             cluster=cluster, start=start, end=end, entity=POD_ENTITY, same=POD_SAME,

@@ -32,6 +32,7 @@ from connectors.slurm.sanity import counts_by_rule
 from gpuledger.nodenames import load_namer, record_names
 from gpuledger.timewindows import utc_naive as _utc_naive
 from models import schema
+from models.build import mark_days_to_rebuild
 from models.runner import (
     append_rows,
     is_empty,
@@ -227,6 +228,11 @@ def stored_is_later(stored: str, stored_seen: str, incoming: str, incoming_seen:
 
 #: Columns compared to tell whether an incoming run says anything new (all but load_id).
 _SAME_COLUMNS = tuple(c for c in schema.SLURM_RUNS.column_names if c != "load_id")
+# what a run says beyond where it was read and how far it has run: equal on both records, a
+# replacement changes only the run's tail (a job still running, pulled again the next day)
+_CONTENT_COLUMNS = tuple(c for c in _SAME_COLUMNS if c not in {
+    "source_file", "line_no", "observed_until", "end", "elapsed_s"})
+LATE_RUNS = "sacct: a run of the day changed or arrived after the day was built"
 
 
 def merge_runs(con: duckdb.DuckDBPyConnection, runs: str, per_node: str, steps: str, *,
@@ -254,6 +260,7 @@ def merge_runs(con: duckdb.DuckDBPyConnection, runs: str, per_node: str, steps: 
     verdicts = f"_sacct_verdicts_{uuid.uuid4().hex}"
     same = " AND ".join(f'i."{c}" IS NOT DISTINCT FROM s."{c}"' for c in _SAME_COLUMNS)
     later = stored_is_later("s", "l.observed_at", "i", "$observed")
+    tail = " AND ".join(f'i."{c}" IS NOT DISTINCT FROM s."{c}"' for c in _CONTENT_COLUMNS)
     con.execute(f"""
         CREATE TEMP TABLE {verdicts} AS
         SELECT i.run_key,
@@ -261,7 +268,8 @@ def merge_runs(con: duckdb.DuckDBPyConnection, runs: str, per_node: str, steps: 
                     WHEN l.load_id IS NOT NULL AND {same} THEN 'same'
                     WHEN {later} THEN 'later'
                     ELSE 'replace' END AS verdict,
-               CASE WHEN s."end" IS NULL THEN s.observed_until END AS going_until
+               CASE WHEN s."end" IS NULL THEN s.observed_until END AS going_until,
+               {tail} AS tail_only
         FROM {runs} AS i
         LEFT JOIN slurm_runs AS s ON s.run_key = i.run_key
         LEFT JOIN sacct_loads AS l ON l.load_id = s.load_id
@@ -271,6 +279,7 @@ def merge_runs(con: duckdb.DuckDBPyConnection, runs: str, per_node: str, steps: 
             listed = ", ".join(f"'{k}'" for k in kinds)
             return f"(SELECT run_key FROM {verdicts} WHERE verdict IN ({listed}))"
 
+        _mark_changed_days(con, runs, verdicts)  # before the stored records are replaced
         con.execute(f"DELETE FROM slurm_runs WHERE run_key IN {keys('replace')}")
         con.execute(f"INSERT INTO slurm_runs BY NAME SELECT * FROM {runs} "
                     f"WHERE run_key IN {keys('new', 'replace')}")  # fmt: skip
@@ -298,6 +307,29 @@ def merge_runs(con: duckdb.DuckDBPyConnection, runs: str, per_node: str, steps: 
                    .fetchone()[0])  # fmt: skip
     finally:
         con.execute(f"DROP TABLE {verdicts}")
+
+
+def _mark_changed_days(con: duckdb.DuckDBPyConnection, runs: str, verdicts: str) -> None:
+    """Built days whose charge the merge changes are rebuilt by the next build
+    (models/build.py ``mark_days_to_rebuild``): every day of a new run, of both records of a
+    replaced one; of a run that only ran on, the days between its old and new ends."""
+    def reach(alias: str) -> str:
+        return f'coalesce({alias}."end", {alias}.observed_until)'
+
+    mark_days_to_rebuild(con, f"""
+        SELECT s.start AS start_ts, {reach('s')} AS end_ts
+        FROM slurm_runs AS s INNER JOIN {verdicts} AS v USING (run_key)
+        WHERE v.verdict = 'replace' AND NOT coalesce(v.tail_only, FALSE)
+        UNION ALL
+        SELECT i.start, {reach('i')}
+        FROM {runs} AS i INNER JOIN {verdicts} AS v USING (run_key)
+        WHERE v.verdict = 'new' OR (v.verdict = 'replace' AND NOT coalesce(v.tail_only, FALSE))
+        UNION ALL
+        SELECT least({reach('s')}, {reach('i')}), greatest({reach('s')}, {reach('i')})
+        FROM {runs} AS i INNER JOIN {verdicts} AS v USING (run_key)
+        INNER JOIN slurm_runs AS s USING (run_key)
+        WHERE v.verdict = 'replace' AND coalesce(v.tail_only, FALSE)
+    """, LATE_RUNS)  # fmt: skip
 
 
 class OtherKeys(NamedTuple):

@@ -14,7 +14,7 @@ from models import load_sql
 from models.engines import DUCKDB_ENGINE, Engine
 from models.lake_changes import mark_days
 from models.runner import transaction
-from models.schema import BUILDS_UNFINISHED
+from models.schema import BUILDS_UNFINISHED, BUILT_DAYS, DAYS_TO_REBUILD
 
 # Domain staging models, unioned into the view stg_allocations (same column layout).
 STAGING_MODELS = ("stg_slurm_allocations", "stg_kubernetes_allocations")
@@ -33,11 +33,65 @@ def begin_build(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date
 
 def finish_build(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date) -> int:
     """Every table of the days is rebuilt: clear the marks this build covers (its own and
-    those of earlier builds it repaired, which lie inside its days)."""
+    those of earlier builds it repaired, which lie inside its days), and record the days as
+    built (:func:`days_to_build` widens later builds by them)."""
+    now = datetime.now(UTC).replace(tzinfo=None)
     with transaction(con):
-        return con.execute(
+        cleared = con.execute(
             f"DELETE FROM {BUILDS_UNFINISHED.name} WHERE first_day >= ? AND last_day <= ?",
             [first_day, last_day]).fetchall()[0][0]
+        for table in (BUILT_DAYS, DAYS_TO_REBUILD):
+            con.execute(f"DELETE FROM {table.name} WHERE day >= ? AND day <= ?",
+                        [first_day, last_day])
+        con.execute(f"INSERT INTO {BUILT_DAYS.name} SELECT d::DATE, ? FROM "
+                    "generate_series(?::DATE, ?::DATE, INTERVAL 1 DAY) AS t(d)",
+                    [now, first_day, last_day])
+        return cleared
+
+
+def days_to_build(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date
+                  ) -> tuple[date, date]:  # fmt: skip
+    """The days a build asked for ``first_day`` .. ``last_day`` rebuilds: those, the built days
+    a load marked since (``days_to_rebuild``: :func:`mark_days_to_rebuild`), every day between,
+    and the day on either side when an earlier build made it. That day's figures read these
+    days' data: dcgm readings whose span crosses midnight, a time-shared pod placed by the next
+    day's first samples, a pod or incident open across midnight. A build of the days is how
+    their data lands (a Dagster partition, ``gpuledger build``), so the neighbours built before
+    it are rebuilt with it, and the days give one ledger whatever order they come in."""
+    marked = con.execute(f"SELECT min(day), max(day) FROM {DAYS_TO_REBUILD.name}").fetchone()
+    if marked[0] is not None:
+        first_day, last_day = min(first_day, marked[0]), max(last_day, marked[1])
+    before, after = first_day - timedelta(days=1), last_day + timedelta(days=1)
+    built = {d for (d,) in con.execute(
+        f"SELECT day FROM {BUILT_DAYS.name} WHERE day = ? OR day = ?", [before, after]
+    ).fetchall()}
+    return (before if before in built else first_day, after if after in built else last_day)
+
+
+def mark_days_to_rebuild(con: duckdb.DuckDBPyConnection, spans: str, reason: str,
+                         params: dict | None = None) -> int:  # fmt: skip
+    """Mark the built days that the intervals ``spans`` selects (columns ``start_ts``,
+    ``end_ts``: TIMESTAMP, half-open) touch as to be rebuilt, for ``reason``; inside the
+    caller's transaction (a load's). Days not built yet need no mark: their first build reads
+    the data. Returns the days newly marked."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    return con.execute(
+        f"INSERT INTO {DAYS_TO_REBUILD.name} SELECT DISTINCT b.day, $reason, $now "
+        f"FROM ({spans}) AS s INNER JOIN {BUILT_DAYS.name} AS b "
+        "ON b.day >= CAST(s.start_ts AS DATE) AND b.day < s.end_ts "
+        f"WHERE s.end_ts > s.start_ts AND NOT EXISTS (SELECT 1 FROM {DAYS_TO_REBUILD.name} "
+        "AS d WHERE d.day = b.day AND d.reason = $reason)",
+        {**(params or {}), "reason": reason, "now": now}).fetchall()[0][0]
+
+
+def open_build_days(con: duckdb.DuckDBPyConnection, day: date) -> tuple[date, date]:
+    """The days of the unfinished build that covers ``day`` (the latest, as
+    :func:`begin_build` recorded them), or :func:`days_to_build` of the day when none does:
+    each daily asset of a Dagster partition rebuilds the days its first asset chose."""
+    row = con.execute(
+        f"SELECT first_day, last_day FROM {BUILDS_UNFINISHED.name} WHERE first_day <= ? "
+        "AND last_day >= ? ORDER BY started_at DESC LIMIT 1", [day, day]).fetchone()
+    return (row[0], row[1]) if row else days_to_build(con, day, day)
 
 
 def create_staging_view(con: duckdb.DuckDBPyConnection) -> None:

@@ -107,6 +107,23 @@ def _apply_declared(con: duckdb.DuckDBPyConnection) -> None:
     declare(con, ALL_TABLES, ALL_VIEWS)
 
 
+def _plan_built_days(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """A ledger from before built_days: the days its allocations hold were built."""
+    if applied_version(con) >= 3 or _kind(con, "allocations") is None:
+        return []
+    n = con.execute("SELECT count(DISTINCT day) FROM allocations").fetchone()[0]
+    if not n:
+        return []
+    return [f"built_days: record as built the {n} day(s) the ledger's allocations hold"]
+
+
+def _apply_built_days(con: duckdb.DuckDBPyConnection) -> None:
+    if applied_version(con) >= 3 or _kind(con, "allocations") is None:
+        return
+    con.execute("INSERT INTO built_days SELECT DISTINCT day, current_localtimestamp() "
+                "FROM allocations WHERE day NOT IN (SELECT day FROM built_days)")
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -121,6 +138,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # the tables and columns of this release (the per-GPU conservation table, the DRA
     # ResourceSlices, …): every later release re-plans it, so a ledger of any age gets them
     Migration(2, "tables and columns this release declares", _plan_declared, _apply_declared),
+    # built days widen later builds by their neighbours (models/build.py days_to_build)
+    Migration(3, "built days: the days an older ledger already built", _plan_built_days,
+              _apply_built_days),
 )
 SCHEMA_VERSION = max(m.version for m in MIGRATIONS)
 

@@ -16,20 +16,39 @@ from gpuledger.site import QualitySite
 from models import load_sql
 from models.attribution import UNATTRIBUTED
 from models.runner import transaction
-from models.schema import DATA_QUALITY_DAYS
+from models.schema import BUILT_DAYS, DATA_QUALITY_DAYS
 
 _SREPORT_TABLE = "quality_sreport"
 
 
-def _sreport_differences(con: duckdb.DuckDBPyConnection, first_day: date, end_day: date
-                         ) -> list[tuple]:  # fmt: skip
-    """(cluster, day, window, sum |ours - sreport| / larger side) for each day that lies whole
-    inside an sreport gres/gpu window; the shortest such window speaks for the day."""
-    windows = con.execute(
+def _window_days(start: datetime, end: datetime) -> list[date]:
+    """The whole UTC days inside an sreport window [start, end)."""
+    day = start.date() if start.time() == datetime.min.time() else start.date() + timedelta(days=1)
+    days = []
+    while datetime.combine(day + timedelta(days=1), datetime.min.time()) <= end:
+        days.append(day)
+        day += timedelta(days=1)
+    return days
+
+
+def _sreport_windows(con: duckdb.DuckDBPyConnection, first_day: date, end_day: date
+                     ) -> list[tuple]:  # fmt: skip
+    """(cluster, start, end) of the gres/gpu windows overlapping [first_day, end_day), the
+    shortest first."""
+    return con.execute(
         "SELECT DISTINCT cluster, report_start, report_end FROM sreport_account_usage "
         "WHERE tres_name = 'gres/gpu' AND report_start < ? AND report_end > ? "
         "ORDER BY report_end - report_start, cluster, report_start",
         [end_day, first_day]).fetchall()
+
+
+def _sreport_differences(con: duckdb.DuckDBPyConnection, windows: list[tuple],
+                         building: tuple[date, date]) -> list[tuple]:  # fmt: skip
+    """(cluster, day, window, sum |ours - sreport| / larger side, days of the window not built)
+    for each day that lies whole inside an sreport gres/gpu window; the shortest such window
+    speaks for the day. A window some of whose days are neither built nor ``building`` was
+    compared with part of the ledger: its count of such days says so."""
+    built = {d for (d,) in con.execute(f"SELECT day FROM {BUILT_DAYS.name}").fetchall()}
     best: dict[tuple[str, date], tuple] = {}
     reconciliation = load_sql("slurm_sreport_reconciliation")
     for cluster, start, end in windows:
@@ -39,12 +58,10 @@ def _sreport_differences(con: duckdb.DuckDBPyConnection, first_day: date, end_da
             {"window_start": start, "window_end": end, "cluster": cluster}).fetchone()
         share = float(off) / max(float(ours), float(theirs), 1.0)
         label = f"{start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M}"
-        day = max(start.date() if start.time() == datetime.min.time()
-                  else start.date() + timedelta(days=1), first_day)
-        while day < end_day and datetime.combine(day + timedelta(days=1),
-                                                 datetime.min.time()) <= end:
-            best.setdefault((cluster, day), (cluster, day, label, share))  # shortest first
-            day += timedelta(days=1)
+        days = _window_days(start, end)
+        missing = sum(1 for d in days if d not in built and not building[0] <= d <= building[1])
+        for day in days:
+            best.setdefault((cluster, day), (cluster, day, label, share, missing, len(days)))
     return list(best.values())
 
 
@@ -64,18 +81,28 @@ def quality_params(first_day: date, end_day: date, thresholds: QualitySite) -> d
 
 def build_data_quality(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date,
                        thresholds: QualitySite | None = None) -> int:  # fmt: skip
-    """Rebuild ``data_quality_days`` for ``first_day`` .. ``last_day`` (inclusive); returns the
-    provisional (cluster, day) rows of those days."""
+    """Rebuild ``data_quality_days`` for ``first_day`` .. ``last_day`` (inclusive) and for every
+    day of the sreport windows that overlap them: those days' verdicts compare a window with
+    the ledger these days are part of, so they change when these days land. Returns the
+    provisional (cluster, day) rows of ``first_day`` .. ``last_day``."""
     end_day = last_day + timedelta(days=1)
+    days = [r[1] for r in _sreport_differences(
+        con, _sreport_windows(con, first_day, end_day), (first_day, last_day))]
+    span_first, span_end = min([first_day, *days]), max([end_day, *(d + timedelta(days=1)
+                                                                     for d in days)])
+    # the span's days again: one of them may lie in a shorter window that speaks for it
+    rows = [r for r in _sreport_differences(
+        con, _sreport_windows(con, span_first, span_end), (first_day, last_day))
+        if span_first <= r[1] < span_end]
     con.execute(f"CREATE OR REPLACE TEMP TABLE {_SREPORT_TABLE} (cluster VARCHAR, day DATE, "
-                "sreport_window VARCHAR, sreport_difference DOUBLE)")
-    rows = _sreport_differences(con, first_day, end_day)
+                "sreport_window VARCHAR, sreport_difference DOUBLE, sreport_days_missing "
+                "INTEGER, sreport_days INTEGER)")
     if rows:
-        con.executemany(f"INSERT INTO {_SREPORT_TABLE} VALUES (?, ?, ?, ?)", rows)
-    params = quality_params(first_day, end_day, thresholds or QualitySite())
+        con.executemany(f"INSERT INTO {_SREPORT_TABLE} VALUES (?, ?, ?, ?, ?, ?)", rows)
+    params = quality_params(span_first, span_end, thresholds or QualitySite())
     with transaction(con):
         con.execute(f"DELETE FROM {DATA_QUALITY_DAYS.name} WHERE day >= ? AND day < ?",
-                    [first_day, end_day])
+                    [span_first, span_end])
         con.execute(f"INSERT INTO {DATA_QUALITY_DAYS.name} BY NAME "
                     f"{load_sql('data_quality_daily')}", params)
         provisional = con.execute(

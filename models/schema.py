@@ -55,6 +55,33 @@ BUILDS_UNFINISHED = Table(
     "next build of those days repairs them and removes the row.",
 )
 
+BUILT_DAYS = Table(
+    "built_days",
+    (
+        ("day", "DATE"),
+        ("built_at", "TIMESTAMP"),
+    ),
+    key=("day",),
+    doc="The UTC days whose derived tables a build finished, and when. A later build of a "
+    "neighbouring day rebuilds them too: their figures read that day's data (readings and "
+    "incidents across midnight, pods placed by the next day's samples), so whatever order the "
+    "days arrive in gives one ledger (docs/accounting.md \"Order of arrival\").",
+)
+
+DAYS_TO_REBUILD = Table(
+    "days_to_rebuild",
+    (
+        ("day", "DATE"),
+        ("reason", "VARCHAR"),
+        ("marked_at", "TIMESTAMP"),
+    ),
+    key=("day", "reason"),
+    doc="Built days whose inputs a load changed afterwards (a sacct pull that found a run of "
+    "the day changed or late, a Kubernetes window re-read): the next build of any days also "
+    "rebuilds these, and the days beside them, and clears the marks (docs/accounting.md "
+    "\"Order of arrival\").",
+)
+
 SOURCE_FILES = Table(
     "source_files",
     (
@@ -1740,6 +1767,8 @@ ALL_TABLES: tuple[Table, ...] = (
     SREPORT_ACCOUNT_USAGE,
     INGEST_RUNS,
     BUILDS_UNFINISHED,
+    BUILT_DAYS,
+    DAYS_TO_REBUILD,
     SOURCE_FILES,
     NODES,
     NODE_INVENTORY,

@@ -10,7 +10,8 @@
 --   $max_unverified_overlap_gpu_hours (NULL: not gated).
 -- Reads allocations and gpu_usage_hourly (rebuilt for those days), gpu_utilization, nodes,
 --   node_inventory, k8s_ingest_warnings, k8s_rejects, and the temp table quality_sreport
---   (cluster, day, sreport_window, sreport_difference) that models/quality.py fills from
+--   (cluster, day, sreport_window, sreport_difference, sreport_days_missing: the window's days
+--   not built yet, sreport_days) that models/quality.py fills from
 --   slurm_sreport_reconciliation.sql.
 WITH days AS (
     SELECT DISTINCT cluster, day FROM allocations
@@ -64,7 +65,8 @@ gaps AS (
 
 gap AS (
     SELECT cluster, day, max(gap_minutes) AS longest,
-        arg_max(node, gap_minutes) AS node
+        -- ties go to the first node by name: a rebuild names the same node
+        first(node ORDER BY gap_minutes DESC, node) AS node
     FROM gaps WHERE gap_minutes IS NOT NULL GROUP BY ALL
 ),
 
@@ -140,7 +142,11 @@ measures AS (
         coalesce(k.n, 0)::BIGINT AS unknown_nodes,
         k.names AS unknown_node_names,
         s.sreport_window,
-        s.sreport_difference::DOUBLE AS sreport_difference,
+        -- a window with days not built yet was compared with part of the ledger: no figure
+        CASE WHEN coalesce(s.sreport_days_missing, 0) = 0
+            THEN s.sreport_difference::DOUBLE END AS sreport_difference,
+        coalesce(s.sreport_days_missing, 0) AS sreport_days_missing,
+        s.sreport_days,
         coalesce(w.n, 0)::BIGINT AS k8s_warnings,
         coalesce(r.n, 0)::BIGINT AS k8s_rejects,
         coalesce(v.seconds, 0)::BIGINT AS unverified_overlap_gpu_seconds,
@@ -176,6 +182,10 @@ judged AS (
         CASE WHEN unknown_nodes > $max_unknown_nodes THEN format(
             'unknown nodes: expected at most {:g} nodes outside the inventory, found {} ({})',
             $max_unknown_nodes::DOUBLE, unknown_nodes, unknown_node_names)
+        END,
+        CASE WHEN sreport_days_missing > 0 THEN format(
+            'sreport: the window {} is compared once all its days are built; {} of its {} '
+            'days are not built yet', sreport_window, sreport_days_missing, sreport_days)
         END,
         CASE WHEN sreport_difference > $max_sreport_difference THEN format(
             'sreport: expected at most {:.1f} % difference from sreport over {}, found {:.2f} %',

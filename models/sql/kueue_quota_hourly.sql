@@ -73,8 +73,8 @@ queues AS (
 
 pool AS (  -- per cohort, flavor and resource: what its borrowers took of its lendable quota
     SELECT cluster, hour_start, cohort, flavor, resource,
-           least(sum(borrowed_gpu_hours), sum(lendable_gpu_hours)) AS taken,
-           sum(lendable_gpu_hours) AS lendable
+           least(round(sum(borrowed_gpu_hours), 9), round(sum(lendable_gpu_hours), 9)) AS taken,
+           round(sum(lendable_gpu_hours), 9) AS lendable
     FROM queues
     WHERE known AND cohort IS NOT NULL
     GROUP BY ALL
@@ -98,8 +98,8 @@ queue_rows AS (
            CASE WHEN q.known THEN q.reservation_gpu_hours END AS reservation_gpu_hours,
            CASE WHEN q.known THEN q.borrowed_gpu_hours END AS borrowed_gpu_hours,
            CASE WHEN q.known THEN q.lendable_gpu_hours END AS lendable_gpu_hours,
-           CASE WHEN q.known THEN coalesce(
-               q.lendable_gpu_hours * p.taken / nullif(p.lendable, 0), 0) END AS lent_gpu_hours,
+           CASE WHEN q.known THEN round(coalesce(
+               q.lendable_gpu_hours * p.taken / nullif(p.lendable, 0), 0), 9) END AS lent_gpu_hours,
            CASE WHEN q.known THEN q.usage_gpu_hours / nullif(q.nominal_gpu_hours, 0) END
                AS quota_used_share,
            CASE WHEN q.known THEN coalesce(d.active, 0) END AS pending_active_seconds,
@@ -114,22 +114,24 @@ queue_rows AS (
         AND d.cluster_queue = q.cluster_queue
 ),
 
--- a cohort is known in an hour only when all its queues are: a partial sum is no figure
+-- a cohort is known in an hour only when all its queues are: a partial sum is no figure.
+-- Sums of DOUBLEs are rounded (9 decimals of a GPU-hour, far below a GPU-second): their last
+-- bits depend on the order rows are added in, and a rebuild must give the same figures
 cohort_rows AS (
     SELECT cluster, hour_start, 'cohort' AS scope, coalesce(cohort, cluster_queue) AS cohort,
            NULL::VARCHAR AS cluster_queue, flavor, resource, bool_and(known) AS known,
            NULL::DOUBLE AS borrowing_limit_gpus,  -- limits are a queue's, not a cohort's
            NULL::DOUBLE AS lending_limit_gpus,
            max(covered_seconds) AS covered_seconds,
-           CASE WHEN bool_and(known) THEN sum(nominal_gpu_hours) END AS nominal_gpu_hours,
-           CASE WHEN bool_and(known) THEN sum(usage_gpu_hours) END AS usage_gpu_hours,
-           CASE WHEN bool_and(known) THEN sum(reservation_gpu_hours) END
+           CASE WHEN bool_and(known) THEN round(sum(nominal_gpu_hours), 9) END AS nominal_gpu_hours,
+           CASE WHEN bool_and(known) THEN round(sum(usage_gpu_hours), 9) END AS usage_gpu_hours,
+           CASE WHEN bool_and(known) THEN round(sum(reservation_gpu_hours), 9) END
                AS reservation_gpu_hours,
-           CASE WHEN bool_and(known) THEN sum(borrowed_gpu_hours) END AS borrowed_gpu_hours,
-           CASE WHEN bool_and(known) THEN sum(lendable_gpu_hours) END AS lendable_gpu_hours,
-           CASE WHEN bool_and(known) THEN sum(lent_gpu_hours) END AS lent_gpu_hours,
-           CASE WHEN bool_and(known) THEN sum(usage_gpu_hours)
-               / nullif(sum(nominal_gpu_hours), 0) END AS quota_used_share,
+           CASE WHEN bool_and(known) THEN round(sum(borrowed_gpu_hours), 9) END AS borrowed_gpu_hours,
+           CASE WHEN bool_and(known) THEN round(sum(lendable_gpu_hours), 9) END AS lendable_gpu_hours,
+           CASE WHEN bool_and(known) THEN round(sum(lent_gpu_hours), 9) END AS lent_gpu_hours,
+           CASE WHEN bool_and(known) THEN round(sum(usage_gpu_hours), 9)
+               / nullif(round(sum(nominal_gpu_hours), 9), 0) END AS quota_used_share,
            -- seconds with pending work do not add across queues (they overlap)
            NULL::DOUBLE AS pending_active_seconds,
            NULL::DOUBLE AS pending_inadmissible_seconds

@@ -242,7 +242,18 @@ final AS (
                 WHEN first_running_ts > start_ts
                     THEN '; start-up ' || date_diff('second', start_ts, first_running_ts)
                         || ' s to the first Running scrape'
-                ELSE '' END AS evidence
+                ELSE '' END AS evidence,
+        -- a piece of a pod cut at midnight (allocation_pieces.sql) tells only what its own day
+        -- and the days beside it know: the pod-wide sample count grows with every later day
+        'kube-state-metrics ' || namespace || '/' || pod || ' uid ' || uid || ': Running samples '
+            || 'every ' || scrape_interval_s || ' s' AS evidence_cut_head,
+        'start from ' || coalesce(start_source, 'scrape_grid')
+            || CASE WHEN first_running_ts > start_ts
+                THEN ' (start-up ' || date_diff('second', start_ts, first_running_ts)
+                    || ' s to the first Running scrape)'
+                ELSE '' END AS evidence_cut_start,
+        'end from ' || coalesce(end_source, 'scrape_grid') AS evidence_cut_end,
+        coalesce('; DRA ' || dra_claims, '') AS evidence_cut_tail
     FROM joined
 )
 

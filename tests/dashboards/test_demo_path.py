@@ -1,5 +1,6 @@
-"""What `make demo` does, on the committed sample world: materialize every Dagster asset, then
-the dashboard shows the sample world's numbers (equal to the ledger and to the world's truth)."""
+"""What `make demo` does, on the committed sample world: materialize every Dagster asset (the
+session fixture ``demo_ledger``, tests/dashboards/conftest.py), then the dashboard shows the
+sample world's numbers (equal to the ledger and to the world's truth)."""
 
 from pathlib import Path
 
@@ -7,30 +8,11 @@ import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from gpuledger.site import load_site
-from gpuledger.site_days import accounted_days
 from models.runner import read_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data"
 APP = str(ROOT / "dashboards" / "app.py")
-
-
-@pytest.fixture(scope="module")
-def demo_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("dagster_home")
-    db = tmp_path_factory.mktemp("data") / "gpuledger.duckdb"
-    patch = pytest.MonkeyPatch()
-    patch.setenv("DAGSTER_HOME", str(home))
-    patch.setenv("GPULEDGER_DB", str(db))
-    patch.setenv("GPULEDGER_CONFIG", str(SAMPLE / "gpuledger.toml"))  # Dagster's site file
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
-    from pipelines.materialize import materialize_all
-
-    keys = [d.isoformat() for d in accounted_days(load_site(SAMPLE / "gpuledger.toml"))]
-    assert materialize_all(keys)
-    yield db
-    patch.undo()
 
 
 def test_every_asset_materialized_into_the_published_ledger(demo_ledger: Path):

@@ -56,6 +56,7 @@ def test_an_earlier_releases_ledger_upgrades_with_its_closed_weeks_unchanged(
     out = capsys.readouterr().out
     assert f"schema version 0, this release's {SCHEMA_VERSION}" in out
     assert "create table gpu_conservation_gpu_hourly" in out
+    assert "built_days: record as built the 1 day(s) the ledger's allocations hold" in out
     assert _sha(db) == untouched
     assert main(["--db", str(db), "migrate"]) == 0
     assert f"schema version {SCHEMA_VERSION}" in capsys.readouterr().out
@@ -64,6 +65,10 @@ def test_an_earlier_releases_ledger_upgrades_with_its_closed_weeks_unchanged(
     with duckdb.connect(str(db), read_only=True) as con:
         assert applied_version(con) == SCHEMA_VERSION
         assert changed_closes(con) == []
+        # the days it built are known as built: a later build of a day beside them rebuilds
+        # them (docs/accounting.md "Order of arrival")
+        assert con.execute("SELECT day FROM built_days").fetchall() == con.execute(
+            "SELECT DISTINCT day FROM allocations").fetchall() != []
     # this release builds on the old data: per-GPU conservation of the old days, the closed
     # week still as it was, and conservation holds
     assert main(["--db", str(db), "build"]) == 0

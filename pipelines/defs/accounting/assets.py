@@ -1,6 +1,13 @@
 import dagster as dg
 
-from models.build import begin_build, build_allocations, build_chargeback, build_gpu_usage_hourly
+from models.build import (
+    begin_build,
+    build_allocations,
+    build_chargeback,
+    build_gpu_usage_hourly,
+    days_to_build,
+    open_build_days,
+)
 from models.kueue_quota import build_kueue_quota
 from pipelines.defs.engine import EngineResource
 from pipelines.defs.partitions import daily_partitions
@@ -20,9 +27,12 @@ from pipelines.defs.resources import LEDGER_POOL, LedgerResource
 def allocations(context: dg.AssetExecutionContext, ledger: LedgerResource) -> dg.MaterializeResult:
     day = context.partition_time_window.start.date()
     with ledger.ledger() as con:
-        # until the day's incidents are rebuilt, the tables of the day may disagree: no publish
-        begin_build(con, day, day)
-        rows = build_allocations(con, day, day)
+        # the day and its neighbours built before it: they read this day's data (the day's
+        # other assets rebuild the same days: open_build_days)
+        first, last = days_to_build(con, day, day)
+        # until the days' incidents are rebuilt, their tables may disagree: no publish
+        begin_build(con, first, last)
+        rows = build_allocations(con, first, last)
         by_domain = con.execute(
             "SELECT domain, sum(gpu_seconds)::BIGINT FROM allocations WHERE day = ? "
             "GROUP BY domain ORDER BY domain", [day]).fetchall()
@@ -32,6 +42,7 @@ def allocations(context: dg.AssetExecutionContext, ledger: LedgerResource) -> dg
     return dg.MaterializeResult(
         metadata={
             "rows": rows,
+            "days_built": f"{first} .. {last}",
             **{f"gpu_hours_{d}": round(s / 3600, 3) for d, s in by_domain},
             "unattributed_gpu_hours": round(unattributed / 3600, 3),
         }
@@ -56,7 +67,8 @@ def gpu_usage_hourly(
     day = context.partition_time_window.start.date()
     runs_on = engine.engine()  # [gpuledger.engine]: DuckDB or Spark (docs/spark.md)
     with ledger.ledger() as con:
-        rows = build_gpu_usage_hourly(con, day, day, engine=runs_on)
+        first, last = open_build_days(con, day)
+        rows = build_gpu_usage_hourly(con, first, last, engine=runs_on)
         allocated, measured, busy = con.execute(
             "SELECT coalesce(sum(allocated_gpu_seconds), 0)::BIGINT, "
             "coalesce(sum(measured_gpu_seconds), 0)::DOUBLE, "
@@ -100,8 +112,9 @@ def open_invoice_lines(
 ) -> dg.MaterializeResult:
     day = context.partition_time_window.start.date()
     with ledger.ledger() as con:
+        first, last = open_build_days(con, day)
         # run: named on adjustment lines when late data changed a closed week
-        lines = build_chargeback(con, day, day, run=context.run.run_id)
+        lines = build_chargeback(con, first, last, run=context.run.run_id)
     return dg.MaterializeResult(metadata={"lines": lines})
 
 

@@ -1,5 +1,6 @@
 import dagster as dg
 
+from models.build import open_build_days
 from models.quality import build_data_quality
 from models.schema import DATA_QUALITY_DAYS
 from pipelines.defs.check_results import offending_rows_result, query_rows
@@ -24,7 +25,9 @@ def data_quality_days(context: dg.AssetExecutionContext, ledger: LedgerResource,
     day = context.partition_time_window.start.date()
     thresholds = site.load().quality  # read with the ledger closed
     with ledger.ledger() as con:
-        provisional = build_data_quality(con, day, day, thresholds)
+        # the days the partition's build covers; and every day of their sreport windows
+        first, last = open_build_days(con, day)
+        provisional = build_data_quality(con, first, last, thresholds)
         clusters = con.execute(
             f"SELECT count(*) FROM {DATA_QUALITY_DAYS.name} WHERE day = ?", [day]).fetchone()[0]
     return dg.MaterializeResult(metadata={"clusters": clusters,

@@ -1,6 +1,6 @@
 import dagster as dg
 
-from models.build import finish_build
+from models.build import finish_build, open_build_days
 from models.incidents import (
     DEFAULT_GANG_GRACE_SECONDS,
     build_incidents,
@@ -40,18 +40,20 @@ def incidents(
     rules = idle_rules_with(site.load().idle, config.idle_threshold, config.idle_min_minutes)
     runs_on = engine.engine()  # [gpuledger.engine]: DuckDB or Spark (docs/spark.md)
     with ledger.ledger() as con:
+        first, last = open_build_days(con, day)  # the day and the neighbours it rebuilds
         built = build_incidents(
-            con, day, day, idle_rules=rules, gang_grace_seconds=config.gang_grace_seconds,
+            con, first, last, idle_rules=rules, gang_grace_seconds=config.gang_grace_seconds,
             engine=runs_on,
         )
-        # the day's last table: its ledger, usage, invoice lines and incidents agree again
-        finish_build(con, day, day)
+        # the days' last table: their ledger, usage, invoice lines and incidents agree again
+        finish_build(con, first, last)
         wasted = dict(con.execute(
             "SELECT kind, sum(gpu_seconds) FROM incidents WHERE day = ? GROUP BY kind",
             [day]).fetchall())
     return dg.MaterializeResult(
         metadata={
             "incidents": built.incidents,
+            "days_built": f"{first} .. {last}",
             "engine": runs_on.name,
             **built.by_kind,
             **{f"{kind}_gpu_hours": round(float(s) / 3600, 3) for kind, s in wasted.items()},
