@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "conservation_cost": "benchmarks.conservation_cost",
     "openmetrics_scale": "benchmarks.openmetrics_scale",
     "backup_cost": "benchmarks.backup_cost",
+    "neighbour_rebuild": "benchmarks.neighbour_rebuild",
 }
 
 

@@ -6,12 +6,14 @@ exported at invoice-line grain with a warning."""
 
 import csv
 import hashlib
-from datetime import datetime
+import shutil
+from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 
 import duckdb
 
+from models.build import build_chargeback
 from models.closing import changed_closes, close_week
 from models.runner import ensure_schema
 from tests.export.conftest import AFTER, LATE_SECONDS, LateWorld, export
@@ -63,7 +65,16 @@ def test_late_data_becomes_correction_rows_that_add_up_to_the_adjustments(
 
 def test_a_month_reads_the_frozen_rows_of_its_closed_week_and_its_corrections(
         late_world: LateWorld, tmp_path: Path):
-    with duckdb.connect(str(late_world.db), read_only=True) as con:
+    # the sample world's January is its week W02 (it starts on 2026-01-05): a run of one of its
+    # days also ran two weeks later, in the open week 2026-W04, so the month has ledger days too
+    db = tmp_path / "ledger.duckdb"
+    shutil.copy(late_world.db, db)
+    with duckdb.connect(str(db)) as con:
+        con.execute("INSERT INTO allocations SELECT * REPLACE (day + 14 AS day, "
+                    "start_ts + INTERVAL 14 DAY AS start_ts, end_ts + INTERVAL 14 DAY AS end_ts, "
+                    "source_key || '-w04' AS source_key) FROM allocations WHERE day = ? "
+                    "AND source_key = ? AND node = ?", list(late_world.job))
+        build_chargeback(con, date(2026, 1, 20), date(2026, 1, 20), run="w04")
         path = export(con, "2026-01", tmp_path / "m.csv").files[0]
     month = _rows(path)
     usage = [r for r in month if r["ChargeClass"] == ""]
@@ -76,8 +87,8 @@ def test_a_month_reads_the_frozen_rows_of_its_closed_week_and_its_corrections(
     in_w02 = [r for r in usage if "2026-01-05" <= r["ChargePeriodStart"][:10] <= "2026-01-11"]
     assert pieces(in_w02) == pieces(week)  # the closed week's days: its frozen rows
     others = [r for r in usage if r not in in_w02]
-    assert others
-    assert {r["x_Source"] for r in others} == {"ledger"}
+    assert {(r["ChargePeriodStart"][:10], r["x_Source"]) for r in others} == {
+        ("2026-01-20", "ledger")}
     assert {r["x_CorrectedPeriod"] for r in month if r["ChargeClass"] == "Correction"} \
         == {"2026-W02"}  # carried by W03, whose Monday is in January
     assert all(r["BillingPeriodStart"] == "2026-01-01T00:00:00Z"

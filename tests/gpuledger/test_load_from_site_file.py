@@ -18,9 +18,11 @@ from tests.helpers import TINY_WORLD
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data"
 
-# (domain, allocation rows, GPU-seconds) and the invoice, from load-world at 9a4c69a
-LOAD_WORLD_ALLOCATIONS = [("kubernetes", 757, 14_516_756), ("slurm", 529, 18_844_962)]
-LOAD_WORLD_CHARGEBACK = (38, 33_361_718, "32166.96")
+# (domain, allocation rows, GPU-seconds) and the invoice, from load-world at 9a4c69a, from the
+# site's first_day: the build starts there (#28, as Dagster's partitions do); at 9a4c69a it also
+# charged the 2026-01-04 pieces of 11 Slurm runs that ran into the first day (353,688 GPU-s)
+LOAD_WORLD_ALLOCATIONS = [("kubernetes", 757, 14_516_756), ("slurm", 518, 18_491_274)]
+LOAD_WORLD_CHARGEBACK = (33, 33_008_030, "31901.59")
 LOAD_WORLD_INCIDENTS = [("double_scheduled", 4), ("idle_allocation", 5), ("partial_gang", 4)]
 
 

@@ -91,3 +91,22 @@ def test_a_run_that_only_ran_on_marks_only_the_days_it_ran_into(tmp_path: Path):
         (date(2026, 2, 4), 2 * 9 * 3600)]
     assert _query(db, "SELECT DISTINCT outcome FROM allocations WHERE job_id = '201'") == [
         ("completed",)]
+
+
+def test_a_kubernetes_window_read_again_marks_its_built_day(tmp_path: Path):
+    from tests.alerts.helpers_world import write_world
+
+    site = write_world(tmp_path / "world")
+    db = tmp_path / "world" / "ledger.duckdb"
+    assert main(["--config", str(site), "load"]) == 0
+    assert main(["--config", str(site), "build"]) == 0
+    assert _query(db, "SELECT count(*) FROM days_to_rebuild") == [(0,)]
+    # the day's metrics read again (a re-run partition, a backfill that repaired a scrape gap)
+    assert main(["--config", str(site), "ingest", "kubernetes", "--openmetrics",
+                 str(tmp_path / "world" / "metrics.om"), "--start", "2026-01-12",
+                 "--end", "2026-01-13", "--cluster", "hybrid"]) == 0
+    assert _query(db, "SELECT day, reason FROM days_to_rebuild") == [
+        (date(2026, 1, 12), "kubernetes: a window of the day read again after the day was "
+                            "built")]
+    assert main(["--config", str(site), "build"]) == 0
+    assert _query(db, "SELECT count(*) FROM days_to_rebuild") == [(0,)]
