@@ -377,9 +377,15 @@ def run_seed(seed: int, days: int, paths: Iterable[str], *, rebuild: bool = Fals
 
 
 def _commit() -> str:
+    """The commit measured, and whether the working tree differed from it (RESULTS.md aside):
+    ``abc1234 (a clean working tree)``."""
     done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True, check=False)
-    return done.stdout.strip() or "unknown"
+    changed = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--",
+                              ".", ":!benchmarks/RESULTS.md"],
+                             capture_output=True, text=True, check=False).stdout.strip()
+    tree = "with uncommitted changes" if changed else "a clean working tree"
+    return f"`{done.stdout.strip() or 'unknown'}` ({tree})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -73,7 +73,7 @@ def report(runs: list[PathRun], sim_times: dict[int, float], days: int, load_bef
         f"## {NAME} — {DESCRIPTION}",
         "",
         f"Run {datetime.now().astimezone().strftime('%Y-%m-%d %H:%M:%S %Z')} on commit "
-        f"`{commit}` (with the working tree's uncommitted changes of that hour) with "
+        f"{commit} with "
         f"`nice python -m benchmarks.run {NAME} -- --seeds {' '.join(map(str, seeds))} "
         f"--days {days} --paths {' '.join(paths)}`.",
         "",
