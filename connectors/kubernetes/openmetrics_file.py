@@ -10,10 +10,12 @@ dropped, timestamps rounded to milliseconds, no staleness markers.
 Selectors: ``name``, ``name{l="v", l!="v", l=~"re", l!~"re"}`` and ``{__name__=~"re", ...}``;
 regexes are fully anchored as in PromQL, a missing label matches ``""``. A selector with an
 equality (``l="v"``) or a regex that is an alternation of literals (``uid=~"a|b|c"``, how the
-ingest asks for pods by uid) is answered from a per-label index built once per (name, label),
-so reading a file's pods chunk by chunk is linear in its series, not quadratic (issue #28: 10 k
-series took 16 s, 100 k 521 s). Samples are kept in typed arrays (8 bytes per timestamp and
-per value).
+ingest asks for pods by uid) is answered from a per-label index built once per (name, label)
+(12 bytes a series), so reading a file's pods chunk by chunk is linear in its series, not
+quadratic (issue #28: 10 k series took 16 s, 100 k 521 s). The parsed file lives on disk in a
+``SeriesStore`` (``openmetrics_store``), not in Python objects (issue #28: 1 M series were
+killed at 7.0 GB): memory holds ~40 bytes a series, whatever the file's size. ``close()``
+releases it.
 
 Values are what Python's ``float`` reads (no ``_`` digit separators): ``NaN``, ``+Inf`` and
 ``-Inf`` are legal and kept as such in ``value`` (consumers decide what they mean). Timestamps
@@ -37,19 +39,21 @@ OpenMetrics file with a few bad lines but another format (or binary garbage).
 
 from __future__ import annotations
 
-import bisect
 import gzip
 import math
 import re
 import zlib
 from array import array
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 
 import polars as pl
 
 from connectors.errors import Reject, SourceError
+from connectors.kubernetes.openmetrics_store import SeriesStore
 from connectors.kubernetes.prometheus import (
     check_selector,
     epoch_ms,
@@ -69,6 +73,9 @@ _TOKEN = re.compile(r"[^{\s]*")
 SOURCE = "openmetrics"
 MAX_TS_S = 1e11  # seconds (year 5138): beyond that the file is in milliseconds (or garbage)
 RAW_CHARS = 4096  # longest raw line kept in a reject
+PARSE_BATCH = 50_000  # sample lines the parser hands the store at a time
+CACHED_KEYS = 100_000  # keys the parser remembers (then forgets: bounded memory)
+INDEX_CHUNK = 100_000  # series per chunk while a label index is built
 
 
 class _BadLine(Exception):  # an internal signal: never leaves this module
@@ -115,25 +122,6 @@ def _raw_text(line: str) -> str:
     return line[:RAW_CHARS]
 
 
-@dataclass
-class _Series:
-    name: str
-    labels: dict[str, str]  # without __name__, empty values dropped
-    ts_ms: array = field(default_factory=lambda: array("q"))
-    values: array = field(default_factory=lambda: array("d"))
-    ordered: bool = True  # timestamps non-decreasing (as promtool requires per series)
-
-    def span(self, lo: int, hi: int) -> tuple[int, int]:
-        """The index range of the samples in ``[lo, hi)`` (ordered series)."""
-        return bisect.bisect_left(self.ts_ms, lo), bisect.bisect_left(self.ts_ms, hi)
-
-    def any_in(self, lo: int, hi: int) -> bool:
-        if self.ordered:
-            i, j = self.span(lo, hi)
-            return j > i
-        return any(lo <= t < hi for t in self.ts_ms)
-
-
 @dataclass(frozen=True)
 class Matcher:
     label: str
@@ -146,8 +134,21 @@ class Matcher:
             return have == self.value
         if self.op == "!=":
             return have != self.value
-        hit = re.fullmatch(self.value, have) is not None
+        literals = self._literals
+        if literals is not None:  # uid=~"a|b|…": a set lookup, not a 4 KB regex per series
+            hit = have in literals
+        else:
+            hit = self._pattern.fullmatch(have) is not None
         return hit if self.op == "=~" else not hit
+
+    @cached_property
+    def _literals(self) -> frozenset[str] | None:
+        values = _literal_values(Matcher(self.label, "=~", self.value))
+        return frozenset(values) if values is not None else None
+
+    @cached_property
+    def _pattern(self) -> re.Pattern[str]:
+        return re.compile(self.value)
 
 
 def parse_selector(selector: str) -> list[Matcher]:
@@ -216,23 +217,32 @@ def _literal_values(m: Matcher) -> list[str] | None:
 
 
 class OpenMetricsFileSource:
-    """`MetricsSource` over an OpenMetrics file (parsed once, on first use, kept in memory).
+    """`MetricsSource` over an OpenMetrics file (parsed once, on first use, into a
+    ``SeriesStore``: memory that does not grow with the file).
 
     ``rejects``: the file's unreadable sample lines (see the module docstring).
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._by_name: dict[str, list[_Series]] | None = None
+        self._store: SeriesStore | None = None
         self._rejects: list[Reject] = []
-        # (metric name or None, label) -> label value -> series: _indexed
-        self._indexes: dict[tuple[str | None, str], dict[str, list[_Series]]] = {}
+        # (metric name or None, label) -> hash of the label's value and series id, sorted by
+        # hash (12 bytes a series; the caller checks every matcher, so a collision costs nothing)
+        self._indexes: dict[tuple[str | None, str], pl.DataFrame] = {}
 
     @property
     def rejects(self) -> list[Reject]:
         """Unreadable sample lines of the file, in file order (parses the file if needed)."""
         self._load()
         return self._rejects
+
+    def close(self) -> None:
+        """Release the parsed store (its scratch files); the next read parses the file again."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+            self._indexes.clear()
 
     # ------------------------------------------------------------------ parsing
 
@@ -248,14 +258,35 @@ class OpenMetricsFileSource:
             return gzip.open(self.path, "rt", encoding="utf-8", errors="surrogateescape")
         return self.path.open(encoding="utf-8", errors="surrogateescape")
 
-    def _load(self) -> dict[str, list[_Series]]:
-        if self._by_name is not None:
-            return self._by_name
-        index: dict[str, _Series] = {}  # raw "name{labels}" -> series
-        by_name: dict[str, list[_Series]] = {}
+    def _load(self) -> SeriesStore:
+        if self._store is not None:
+            return self._store
+        store = SeriesStore()
+        try:
+            rejects, good = self._parse_into(store)
+            if good == 0 or len(rejects) > good:
+                first = f"; first: {rejects[0].describe()}" if rejects else ""
+                msg = (f"expected an OpenMetrics file at {self.path} (sample lines "
+                       f"'name{{labels}} value timestamp'), found {good} readable and "
+                       f"{len(rejects)} unreadable sample line(s){first}")
+                raise SourceError(msg)
+            store.finish()
+        except BaseException:
+            store.close()
+            raise
+        self._store = store
+        self._rejects = rejects
+        return store
+
+    def _parse_into(self, store: SeriesStore) -> tuple[list[Reject], int]:
+        """Stream the file's sample lines into `store`: (rejects, readable sample lines)."""
         rejects: list[Reject] = []
         source_file = str(self.path.resolve())
         good = 0
+        # key -> provisional series id, or why its labels cannot be read; bounded (a key met
+        # again after the cache was cleared gets a second id, merged by the store)
+        ids: dict[str, int | tuple[str, str]] = {}
+        pids, stamps, values, seqs = array("q"), array("q"), array("d"), array("q")
         try:
             with self._open() as fh:
                 for line_no, raw in enumerate(fh, 1):
@@ -268,32 +299,35 @@ class OpenMetricsFileSource:
                         if not line.isascii():
                             _check_text(line)
                         key, value, ts = self._split(line)
-                        series = index.get(key)
-                        if series is None:
-                            series = self._new_series(key)
-                            index[key] = series
-                            by_name.setdefault(series.name, []).append(series)
+                        pid = ids.get(key)
+                        if pid is None:
+                            if len(ids) >= CACHED_KEYS:
+                                ids.clear()
+                            try:
+                                _labels_of(key)
+                                pid = store.new_key(key)
+                            except _BadLine as bad:
+                                pid = (bad.field, bad.reason)
+                            ids[key] = pid
+                        if isinstance(pid, tuple):
+                            raise _BadLine(field=pid[0], reason=pid[1])
                     except _BadLine as bad:
                         rejects.append(Reject(SOURCE, source_file, line_no, bad.field,
                                               bad.reason, _raw_text(line)))
                         continue
                     good += 1
-                    if series.ts_ms and ts < series.ts_ms[-1]:
-                        series.ordered = False
-                    series.ts_ms.append(ts)
-                    series.values.append(value)
+                    pids.append(pid)
+                    stamps.append(ts)
+                    values.append(value)
+                    seqs.append(line_no)
+                    if len(seqs) >= PARSE_BATCH:
+                        store.add_lines(pids, stamps, values, seqs)
+                        pids, stamps, values, seqs = array("q"), array("q"), array("d"), array("q")
+                store.add_lines(pids, stamps, values, seqs)
         except (OSError, EOFError, zlib.error) as exc:  # truncated or corrupt gzip, I/O error
             msg = f"expected a readable OpenMetrics file at {self.path}, found {exc}"
             raise SourceError(msg) from exc
-        if good == 0 or len(rejects) > good:
-            first = f"; first: {rejects[0].describe()}" if rejects else ""
-            msg = (f"expected an OpenMetrics file at {self.path} (sample lines "
-                   f"'name{{labels}} value timestamp'), found {good} readable and "
-                   f"{len(rejects)} unreadable sample line(s){first}")
-            raise SourceError(msg)
-        self._by_name = by_name
-        self._rejects = rejects
-        return by_name
+        return rejects, good
 
     @staticmethod
     def _split(line: str) -> tuple[str, float, int]:
@@ -336,54 +370,43 @@ class OpenMetricsFileSource:
             raise _BadLine(field="timestamp", reason=msg)
         return key, value, round(seconds * 1000)
 
-    @staticmethod
-    def _new_series(key: str) -> _Series:
-        brace = key.find("{")
-        name = key if brace == -1 else key[:brace]
-        labels: dict[str, str] = {}
-        if brace != -1:
-            body = key[brace + 1 : -1]
-            pos = 0
-            seen: set[str] = set()
-            while pos < len(body):
-                m = _LABEL_PAIR.match(body, pos)
-                if m is None:
-                    if body[pos:].strip(" ,"):
-                        msg = f'expected label="value" pairs, found {_shown(body[pos:])}'
-                        raise _BadLine(field="labels", reason=msg)
-                    break
-                label = m.group(1)
-                if label in seen:
-                    msg = f"expected each label once, found {label!r} twice"
-                    raise _BadLine(field="labels", reason=msg)
-                seen.add(label)
-                value = _unescape(m.group(2))
-                if value != "":  # Prometheus drops empty-valued labels on ingest
-                    labels[label] = value
-                pos = m.end()
-        return _Series(name=name, labels=labels)
-
     # ------------------------------------------------------------------ selection
 
-    def _select(self, selector: str) -> list[_Series]:
+    def _labels(self, sid: int) -> dict[str, str]:
+        """The series' labels with ``__name__`` (read back from its key)."""
+        store = self._load()
+        return {**_labels_of(store.key(sid)), "__name__": store.name(sid)}
+
+    def _pool(self, name: str | None) -> Iterable[int]:
+        store = self._load()
+        if name is not None:
+            return store.by_name.get(name, ())
+        return range(len(store))
+
+    def _select(self, selector: str) -> list[tuple[int, dict[str, str]]]:
+        """(series id, labels) of every series the selector matches, in series order."""
         matchers = parse_selector(selector)
-        by_name = self._load()
+        store = self._load()
         name_eq = next(
             (m.value for m in matchers if m.label == "__name__" and m.op == "="), None
         )
         candidates = self._indexed(name_eq, matchers)
         if candidates is None:
-            candidates = by_name.get(name_eq, []) if name_eq is not None else [
-                s for group in by_name.values() for s in group
-            ]
+            name_matchers = [m for m in matchers if m.label == "__name__"]
+            if name_eq is None and name_matchers:  # {__name__=~"re"}: test each name once
+                names = [n for n in store.names
+                         if all(m.matches({"__name__": n}) for m in name_matchers)]
+                candidates = sorted(s for n in names for s in store.by_name[n])
+            else:
+                candidates = self._pool(name_eq)
         out = []
-        for s in candidates:
-            labels = {**s.labels, "__name__": s.name}
+        for sid in candidates:
+            labels = self._labels(sid)
             if all(m.matches(labels) for m in matchers):
-                out.append(s)
+                out.append((sid, labels))
         return out
 
-    def _indexed(self, name: str | None, matchers: list[Matcher]) -> list[_Series] | None:
+    def _indexed(self, name: str | None, matchers: list[Matcher]) -> list[int] | None:
         """The series an equality or literal-alternation matcher can name, from the index of
         (name, label) (built on first use: one pass over the name's series); None when no
         matcher can use an index. The caller still checks every matcher."""
@@ -396,43 +419,50 @@ class OpenMetricsFileSource:
             key = (name, m.label)
             index = self._indexes.get(key)
             if index is None:
-                index = {}
-                pool = self._load().get(name, []) if name is not None else [
-                    s for group in self._load().values() for s in group]
-                for s in pool:
-                    value = s.labels.get(m.label)
-                    if value is not None:
-                        index.setdefault(value, []).append(s)
-                self._indexes[key] = index
-            found: dict[int, _Series] = {}
-            for value in values:
-                for s in index.get(value, ()):
-                    found.setdefault(id(s), s)
-            return list(found.values())
+                index = self._indexes[key] = self._build_index(name, m.label)
+            hashes = index["h"]
+            wanted = pl.Series("h", sorted({hash(v) for v in values}), dtype=pl.Int64)
+            lo = hashes.search_sorted(wanted, side="left")
+            hi = hashes.search_sorted(wanted, side="right")
+            sids = index["sid"]
+            found: set[int] = set()
+            for i, j in zip(lo.to_list(), hi.to_list(), strict=True):
+                if j > i:
+                    found.update(sids.slice(i, j - i).to_list())
+            return sorted(found)
         return None
+
+    def _build_index(self, name: str | None, label: str) -> pl.DataFrame:
+        parts = []
+        hashes: list[int] = []
+        sids: list[int] = []
+        for sid in self._pool(name):
+            value = self._labels(sid).get(label)
+            if value is not None:
+                hashes.append(hash(value))
+                sids.append(sid)
+            if len(sids) >= INDEX_CHUNK:
+                parts.append(pl.DataFrame({"h": hashes, "sid": sids},
+                                          schema={"h": pl.Int64, "sid": pl.UInt32}))
+                hashes, sids = [], []
+        parts.append(pl.DataFrame({"h": hashes, "sid": sids},
+                                  schema={"h": pl.Int64, "sid": pl.UInt32}))
+        return pl.concat(parts).sort("h")
 
     def raw_samples(self, selector: str, start: datetime, end: datetime) -> pl.DataFrame:
         lo, hi = epoch_ms(start), epoch_ms(end)
+        store = self._load()
         label_sets: list[dict[str, str]] = []
         counts: list[int] = []
-        ts_parts: list[int] = []
-        value_parts: list[float] = []
-        for s in self._select(selector):
-            if s.ordered:
-                i, j = s.span(lo, hi)
-                ts_parts.extend(s.ts_ms[i:j])
-                value_parts.extend(s.values[i:j])
-                n = j - i
-            else:
-                n = 0
-                for t, v in zip(s.ts_ms, s.values, strict=True):
-                    if lo <= t < hi:
-                        ts_parts.append(t)
-                        value_parts.append(v)
-                        n += 1
-            if n:
-                label_sets.append({**s.labels, "__name__": s.name})
-                counts.append(n)
+        ts_parts = array("q")
+        value_parts = array("d")
+        for sid, labels in self._select(selector):
+            ts, values = store.window(sid, lo, hi)
+            if ts:
+                ts_parts.extend(ts)
+                value_parts.extend(values)
+                label_sets.append(labels)
+                counts.append(len(ts))
         frame = frame_from_label_sets(
             label_sets,
             counts,
@@ -443,11 +473,8 @@ class OpenMetricsFileSource:
 
     def series(self, match: str, start: datetime, end: datetime) -> pl.DataFrame:
         lo, hi = epoch_ms(start), epoch_ms(end)
-        rows = [
-            {**s.labels, "__name__": s.name}
-            for s in self._select(match)
-            if s.any_in(lo, hi)
-        ]
+        store = self._load()
+        rows = [labels for sid, labels in self._select(match) if store.any_in(sid, lo, hi)]
         if not rows:
             return pl.DataFrame(schema=SERIES_BASE)
         keys = sorted({k for r in rows for k in r})
@@ -455,3 +482,32 @@ class OpenMetricsFileSource:
             {k: [r.get(k) for r in rows] for k in keys}, schema=dict.fromkeys(keys, pl.String)
         )
         return order_series(frame)
+
+
+def _labels_of(key: str) -> dict[str, str]:
+    """The labels of a ``name{labels}`` key, without ``__name__`` and empty values (dropped as
+    Prometheus drops them on ingest); ``_BadLine`` when the label set cannot be read."""
+    brace = key.find("{")
+    labels: dict[str, str] = {}
+    if brace == -1:
+        return labels
+    body = key[brace + 1 : -1]
+    pos = 0
+    seen: set[str] = set()
+    while pos < len(body):
+        m = _LABEL_PAIR.match(body, pos)
+        if m is None:
+            if body[pos:].strip(" ,"):
+                msg = f'expected label="value" pairs, found {_shown(body[pos:])}'
+                raise _BadLine(field="labels", reason=msg)
+            break
+        label = m.group(1)
+        if label in seen:
+            msg = f"expected each label once, found {label!r} twice"
+            raise _BadLine(field="labels", reason=msg)
+        seen.add(label)
+        value = _unescape(m.group(2))
+        if value != "":
+            labels[label] = value
+        pos = m.end()
+    return labels
