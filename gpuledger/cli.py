@@ -310,9 +310,9 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_close_week(args: argparse.Namespace, settings: Settings) -> int:
-    from gpuledger.report.weeks import parse_iso_week
     from models.closing import close_week, unpublished_close
     from models.runner import snapshot_path
+    from models.weeks import parse_iso_week
 
     with connect(settings.db) as con:
         # a close whose publish failed or was killed: the ledger has it, readers do not

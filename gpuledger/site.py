@@ -16,6 +16,7 @@ from connectors.gpu_sharing import SharingNames
 from gpuledger.config import DEFAULT_CONFIG, DEFAULT_GPU_RESOURCES
 from gpuledger.site_dra import DraClusterSite, DraSite, parse_cluster_dra, parse_dra
 from gpuledger.site_engine import EngineSite, parse_engine
+from models.quality import QualityThresholds
 
 if TYPE_CHECKING:
     from gpuledger.focus_export import FocusSite
@@ -132,23 +133,6 @@ class ScheduleSite:
 
 
 @dataclass(frozen=True)
-class QualitySite:
-    """Thresholds of the data-quality gate (``models/quality.py``; why each default, in
-    docs/site-file.md): a cluster's day beyond any of them is provisional. ``None``: not gated."""
-
-    min_sample_coverage: float = 0.80
-    max_scrape_gap_minutes: float = 30.0
-    min_attributed_share: float = 0.95
-    max_unknown_nodes: float = 0.0
-    max_sreport_difference: float = 0.01
-    max_k8s_rejects: float = 0.0
-    max_k8s_warnings: float | None = None
-    # GPU-hours both schedulers held on one node while the pods' GPUs were unknown (no pod
-    # labels in dcgm-exporter): double scheduling there can be neither proved nor ruled out
-    max_unverified_overlap_gpu_hours: float | None = None
-
-
-@dataclass(frozen=True)
 class Site:
     path: Path
     first_day: date
@@ -158,7 +142,7 @@ class Site:
     clusters: tuple[ClusterSite, ...] = ()
     reference: ReferenceSite = field(default_factory=ReferenceSite)
     schedules: ScheduleSite = field(default_factory=ScheduleSite)
-    quality: QualitySite = field(default_factory=QualitySite)
+    quality: QualityThresholds = field(default_factory=QualityThresholds)
     # [gpuledger.sharing]: Kubernetes resources (KSM spelling) that are replicas of a GPU
     sharing: SharingNames = field(default_factory=SharingNames)
     # [gpuledger.idle] and its [[gpuledger.idle.policy]] entries; None: the detectors' defaults
@@ -436,10 +420,10 @@ def _sharing(t: _Table | None) -> SharingNames:
     return SharingNames(**lists)
 
 
-def _quality(t: _Table | None) -> QualitySite:
+def _quality(t: _Table | None) -> QualityThresholds:
     if t is None:
-        return QualitySite()
-    d = QualitySite()
+        return QualityThresholds()
+    d = QualityThresholds()
     shares = {k: t.number(k, getattr(d, k)) for k in
               ("min_sample_coverage", "min_attributed_share", "max_sreport_difference")}
     for key, value in shares.items():
@@ -450,7 +434,7 @@ def _quality(t: _Table | None) -> QualitySite:
     # shown always, gated only when set: it questions the detectors, not what an invoice charges
     unverified = (t.number("max_unverified_overlap_gpu_hours", 0.0)
                   if "max_unverified_overlap_gpu_hours" in t.data else None)
-    site = QualitySite(
+    site = QualityThresholds(
         **shares, max_scrape_gap_minutes=t.number("max_scrape_gap_minutes",
                                                   d.max_scrape_gap_minutes),
         max_unknown_nodes=t.number("max_unknown_nodes", d.max_unknown_nodes),

@@ -274,9 +274,9 @@ def close_week(
     them now (rebuilt first), or, with ``reclose``, replace a closed week's frozen lines,
     recording ``reason``. The week must have ended (``now``, default the clock) and have lines.
     """
-    from gpuledger.report.weeks import parse_iso_week  # one spelling of weeks
     from models.build import build_chargeback
     from models.focus import freeze_charges
+    from models.weeks import parse_iso_week  # one spelling of weeks
 
     week = parse_iso_week(period)
     monday, end = week.monday, week.end

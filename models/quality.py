@@ -8,17 +8,35 @@ provisional, with its reasons; the invoice views mark the lines holding its GPU-
 (``models/schema.py`` ``invoice_lines``: the one rule).
 """
 
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 import duckdb
 
-from gpuledger.site import QualitySite
 from models import load_sql
 from models.attribution import UNATTRIBUTED
 from models.runner import transaction
 from models.schema import BUILT_DAYS, DATA_QUALITY_DAYS
 
 _SREPORT_TABLE = "quality_sreport"
+
+
+@dataclass(frozen=True)
+class QualityThresholds:
+    """Thresholds of the data-quality gate (the site file's ``[gpuledger.quality]``; why each
+    default, in docs/site-file.md): a cluster's day beyond any of them is provisional. ``None``:
+    not gated."""
+
+    min_sample_coverage: float = 0.80
+    max_scrape_gap_minutes: float = 30.0
+    min_attributed_share: float = 0.95
+    max_unknown_nodes: float = 0.0
+    max_sreport_difference: float = 0.01
+    max_k8s_rejects: float = 0.0
+    max_k8s_warnings: float | None = None
+    # GPU-hours both schedulers held on one node while the pods' GPUs were unknown (no pod
+    # labels in dcgm-exporter): double scheduling there can be neither proved nor ruled out
+    max_unverified_overlap_gpu_hours: float | None = None
 
 
 def _window_days(start: datetime, end: datetime) -> list[date]:
@@ -65,7 +83,7 @@ def _sreport_differences(con: duckdb.DuckDBPyConnection, windows: list[tuple],
     return list(best.values())
 
 
-def quality_params(first_day: date, end_day: date, thresholds: QualitySite) -> dict:
+def quality_params(first_day: date, end_day: date, thresholds: QualityThresholds) -> dict:
     return {
         "first_day": first_day, "end_day": end_day, "unattributed": UNATTRIBUTED,
         "min_sample_coverage": thresholds.min_sample_coverage,
@@ -80,7 +98,7 @@ def quality_params(first_day: date, end_day: date, thresholds: QualitySite) -> d
 
 
 def build_data_quality(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date,
-                       thresholds: QualitySite | None = None) -> int:  # fmt: skip
+                       thresholds: QualityThresholds | None = None) -> int:  # fmt: skip
     """Rebuild ``data_quality_days`` for ``first_day`` .. ``last_day`` (inclusive) and for every
     day of the sreport windows that overlap them: those days' verdicts compare a window with
     the ledger these days are part of, so they change when these days land. Returns the
@@ -99,7 +117,7 @@ def build_data_quality(con: duckdb.DuckDBPyConnection, first_day: date, last_day
                 "INTEGER, sreport_days INTEGER)")
     if rows:
         con.executemany(f"INSERT INTO {_SREPORT_TABLE} VALUES (?, ?, ?, ?, ?, ?)", rows)
-    params = quality_params(span_first, span_end, thresholds or QualitySite())
+    params = quality_params(span_first, span_end, thresholds or QualityThresholds())
     with transaction(con):
         con.execute(f"DELETE FROM {DATA_QUALITY_DAYS.name} WHERE day >= ? AND day < ?",
                     [span_first, span_end])

@@ -2,6 +2,6 @@
 
 from gpuledger.report.lines import EmptyWeekError
 from gpuledger.report.weekly import WeeklyReport, write_weekly_report
-from gpuledger.report.weeks import IsoWeek, parse_iso_week
+from models.weeks import IsoWeek, parse_iso_week
 
 __all__ = ["EmptyWeekError", "IsoWeek", "WeeklyReport", "parse_iso_week", "write_weekly_report"]

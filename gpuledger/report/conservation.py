@@ -11,7 +11,7 @@ import duckdb
 
 from gpuledger.report import pages
 from gpuledger.report.lines import Row, table_columns
-from gpuledger.report.weeks import IsoWeek
+from models.weeks import IsoWeek
 
 # state column -> (legend, colour); the order they stack in
 STATES = (

@@ -9,7 +9,7 @@ import duckdb
 
 from gpuledger.report import pages
 from gpuledger.report.lines import Row, table_columns
-from gpuledger.report.weeks import IsoWeek
+from models.weeks import IsoWeek
 
 COLUMNS = ("cluster", "scope", "cohort", "cluster_queue", "flavor", "resource", "hours",
            "known_hours", "nominal_gpu_hours", "usage_gpu_hours", "borrowed_gpu_hours",

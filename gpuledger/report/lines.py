@@ -5,7 +5,7 @@ from typing import Any
 
 import duckdb
 
-from gpuledger.report.weeks import IsoWeek
+from models.weeks import IsoWeek
 
 # dcgm-exporter busy time beside allocated time, on every chargeback line.
 USAGE_COLUMNS = ("measured_gpu_hours", "busy_gpu_hours", "idle_gpu_hours")

@@ -20,7 +20,7 @@ from gpuledger.report.lines import USAGE_COLUMNS, WeekData, read_week
 from gpuledger.report.quality import provisional_lines, provisional_section
 from gpuledger.report.shared import shared_section
 from gpuledger.report.totals import column, group, is_incomplete, is_unattributed, total
-from gpuledger.report.weeks import IsoWeek, parse_iso_week
+from models.weeks import IsoWeek, parse_iso_week
 
 if TYPE_CHECKING:
     from gpuledger.focus_export import FocusSite

@@ -147,7 +147,7 @@ def test_the_documented_examples_are_valid_site_files(tmp_path: Path):
     from gpuledger import site as site_module
     tables = (site_module.Site, site_module.ClusterSite, site_module.SlurmSite,
               site_module.PrometheusSite, site_module.KueueSite, site_module.ReferenceSite,
-              site_module.ScheduleSite, site_module.QualitySite, site_module.SharingNames,
+              site_module.ScheduleSite, site_module.QualityThresholds, site_module.SharingNames,
               site_module.DraClusterSite)
     structural = {"path", "clusters", "reference", "schedules", "name", "slurm", "prometheus",
                   "kueue", "idle", "quality", "sharing", "alerts", "focus", "engine", "dra"}

@@ -16,10 +16,10 @@ import pytest
 
 from connectors.slurm.commands import CommandRunner
 from gpuledger import service, slurm_ingest
-from gpuledger.report.weeks import IsoWeek
 from models.build import build_allocations, build_chargeback
 from models.closing import changed_closes, close_week
 from models.runner import connect
+from models.weeks import IsoWeek
 from tests.helpers import INVOICE_DIFFERS_FROM_LEDGER
 
 pytestmark = [pytest.mark.slurm, pytest.mark.submits_slurm_jobs]
