@@ -28,11 +28,12 @@ test: $(STAMP) services
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
 
-# the table reference at the end of docs/schema.md, from models/schema.py
+# the table reference at the end of docs/schema.md, from models/schema/
 schema-doc: $(STAMP)
 	$(PY) -m scripts.schema_doc
 

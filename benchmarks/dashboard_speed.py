@@ -62,7 +62,7 @@ PAGE_FOLDERS = ("views", "pages")
 
 SIM_ARGS: tuple[str, ...] = ("--seed", "1", "--days", "7", "--start", "2026-01-05",
                              "--nodes", "hpc=68,k8s=45,shared=23", "--step", "600",
-                             "--gzip-metrics")  # fmt: skip
+                             "--gzip-metrics")
 WEEKS = 52
 TARGET_P95_S = 1.0
 
@@ -74,7 +74,7 @@ ROLLUPS = ("gpu_usage_daily", "node_usage_daily")
 #: raw per-GPU samples no page reads.
 NOT_TILED = ("nodes", "identity_map", "slurm_accounts", "rate_card", "rejects", "ingest_runs",
              "source_files", "chargeback", "chargeback_periods", *ROLLUPS,
-             "gpu_utilization")  # fmt: skip
+             "gpu_utilization")
 
 
 # --------------------------------------------------------------------------------------------

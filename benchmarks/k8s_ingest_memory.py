@@ -96,7 +96,8 @@ def stop_server(data_dir: Path) -> None:
 
 def _child(path: str, url: str, result: str) -> None:
     """One ingest of the day in this fresh process (imports before the clock starts)."""
-    from connectors.kubernetes.prometheus import PrometheusConfig, PrometheusHttpSource
+    from connectors.kubernetes.metrics_source import PrometheusConfig
+    from connectors.kubernetes.prometheus import PrometheusHttpSource
     from gpuledger import k8s_ingest
     from gpuledger.k8s_dcgm_stream import DEFAULT_GPUS_PER_GROUP
     from models.runner import connect

@@ -66,7 +66,7 @@ STOP_PROM = ROOT / "tests" / "services" / "prometheus" / "stop-prom.sh"
 #: 16 nodes x 8 GPUs = 128 GPUs. (hpc=4,k8s=8,shared=4 gives 124: the simulator makes a third
 #: of the HPC nodes 4-GPU H100 boxes.)
 SIM_ARGS: tuple[str, ...] = ("--seed", "1", "--days", "7", "--start", "2026-01-05",
-                             "--nodes", "hpc=2,k8s=8,shared=6", "--step", "30")  # fmt: skip
+                             "--nodes", "hpc=2,k8s=8,shared=6", "--step", "30")
 WEEK_START = datetime(2026, 1, 5)
 WEEK_END = WEEK_START + timedelta(days=7)
 STEP = timedelta(seconds=30)
@@ -104,7 +104,7 @@ def build_world(*, rebuild: bool = False) -> tuple[Path, dict]:
     t = time.perf_counter()
     print(f"simulating {' '.join(SIM_ARGS)} (a few minutes) ...", flush=True)
     subprocess.run([sys.executable, "-m", "simulator", *SIM_ARGS, "--gzip-metrics",
-                    "--quiet", "--out", str(tmp)], check=True)  # fmt: skip
+                    "--quiet", "--out", str(tmp)], check=True)
     world = json.loads((tmp / "world.json").read_text())
     nodes = (tmp / "nodes.csv").read_text().splitlines()[1:]
     meta = {
@@ -119,7 +119,7 @@ def build_world(*, rebuild: bool = False) -> tuple[Path, dict]:
     shutil.rmtree(folder, ignore_errors=True)
     tmp.replace(folder)
     print(f"simulated {folder} in {meta['simulate_s']:.0f} s: {meta['gpus']} GPUs, "
-          f"{meta['metric_samples']:,} samples", flush=True)  # fmt: skip
+          f"{meta['metric_samples']:,} samples", flush=True)
     return folder, meta
 
 
@@ -160,7 +160,7 @@ def start_server(world: Path) -> Server:
     t = time.perf_counter()
     out = subprocess.run(["bash", str(START_PROM), str(world / "prometheus" / "metrics.om.gz"),
                           str(data_dir), str(_free_port())],
-                         stdout=subprocess.PIPE, text=True, check=False)  # fmt: skip
+                         stdout=subprocess.PIPE, text=True, check=False)
     if out.returncode != 0:
         stop_server(data_dir)
         msg = f"expected start-prom.sh to succeed, found exit status {out.returncode}"
@@ -171,7 +171,7 @@ def start_server(world: Path) -> Server:
 
 def stop_server(data_dir: Path) -> None:
     subprocess.run(["bash", str(STOP_PROM), str(data_dir)], check=False,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
+                   stdout=subprocess.DEVNULL)
 
 
 # --------------------------------------------------------------------------------------------
@@ -190,7 +190,7 @@ def _instrument() -> dict:
     import connectors.kubernetes.prometheus as prom
 
     st = {"parse_s": 0.0, "parse_rows": 0, "bodies": 0, "body_bytes": 0, "finish_s": 0.0,
-          "http_s": 0.0}  # fmt: skip
+          "http_s": 0.0}
     parse_matrix, finish_raw = prom.parse_matrix, prom.finish_raw
 
     def timed_parse(body: bytes):
@@ -214,7 +214,8 @@ def _instrument() -> dict:
 
 def _source(url: str, st: dict, chunk: timedelta | None = None):
     """``PrometheusHttpSource(PrometheusConfig(url=...))`` with its HTTP requests timed."""
-    from connectors.kubernetes.prometheus import PrometheusConfig, PrometheusHttpSource
+    from connectors.kubernetes.metrics_source import PrometheusConfig
+    from connectors.kubernetes.prometheus import PrometheusHttpSource
 
     extra = {"chunk": chunk} if chunk is not None else {}
     source = PrometheusHttpSource(PrometheusConfig(url=url, timeout_s=600, **extra))
@@ -244,7 +245,7 @@ def _counts(calls: list[tuple[str, int]]) -> dict:
         "dcgm_samples": sum(r for s, r in calls if s.startswith("DCGM_")),
         "ksm_samples": sum(r for s, r in calls if s.startswith("kube_")),
         "kueue_samples": sum(r for s, r in calls if s.startswith("kueue_")),
-    }  # fmt: skip
+    }
 
 
 def _path(url: str, start: datetime, end: datetime) -> dict:
@@ -289,7 +290,7 @@ def _path(url: str, start: datetime, end: datetime) -> dict:
         "dcgm_rows": kept[2].height, "kueue_counter_rows": kept[3].counters.height,
         "plan": [[s, a.isoformat(), b.isoformat()] for s, a, b, _, _ in calls],
         **_counts([(s, n) for s, _, _, n, _ in calls]), **st,
-    }  # fmt: skip
+    }
 
 
 def _ours(url: str, plan: list[list[str]], chunk: timedelta | None = None) -> dict:
@@ -302,13 +303,14 @@ def _ours(url: str, plan: list[list[str]], chunk: timedelta | None = None) -> di
     source.close()
     return {"wall": wall, "cpu": cpu, "read_s": wall,
             **_counts([(s, f.height) for (s, _, _), f in zip(calls, frames, strict=True)]),
-            **st}  # fmt: skip
+            **st}
 
 
 def _baseline(url: str, start: datetime, end: datetime, selectors: list[str]) -> dict:
     from prometheus_api_client import MetricRangeDataFrame, PrometheusConnect
 
-    from connectors.kubernetes.prometheus import epoch_ms, range_chunks
+    from connectors.kubernetes.prometheus import range_chunks
+    from connectors.times import epoch_ms
 
     step_ms = round(STEP / timedelta(milliseconds=1))
     chunks = range_chunks(epoch_ms(start), epoch_ms(end) - step_ms, step_ms)
@@ -316,7 +318,7 @@ def _baseline(url: str, start: datetime, end: datetime, selectors: list[str]) ->
     points = rows = requests = 0
     t, c = time.perf_counter(), time.process_time()
     pc = PrometheusConnect(url=url, disable_ssl=True, timeout=600,
-                           headers={"Accept-Encoding": "identity"})  # fmt: skip
+                           headers={"Accept-Encoding": "identity"})
     frames = []
     for selector in selectors:
         t0 = time.perf_counter()
@@ -324,7 +326,7 @@ def _baseline(url: str, start: datetime, end: datetime, selectors: list[str]) ->
         for a, b in chunks:
             result.extend(pc.custom_query_range(selector, datetime.fromtimestamp(a / 1000, UTC),
                                                 datetime.fromtimestamp(b / 1000, UTC),
-                                                f"{step_ms // 1000}s"))  # fmt: skip
+                                                f"{step_ms // 1000}s"))
             requests += 1
         points += sum(len(s["values"]) for s in result)
         t1 = time.perf_counter()
@@ -338,7 +340,7 @@ def _baseline(url: str, start: datetime, end: datetime, selectors: list[str]) ->
     wall = time.perf_counter() - t
     return {"wall": wall, "cpu": time.process_time() - c, "points": points, "rows": rows,
             "requests": requests, "chunks": len(chunks), "query_s": query_s,
-            "frame_s": frame_s}  # fmt: skip
+            "frame_s": frame_s}
 
 
 def _child(kind: str, url: str, result: str, plan_file: str) -> None:
@@ -394,7 +396,7 @@ def _versions() -> str:
     prom = out.stdout.split("\n", 1)[0].removeprefix("prometheus, ")
     return (f"Python {platform.python_version()}, Polars {pl.__version__}, pandas "
             f"{pd.__version__}, prometheus-api-client {version('prometheus-api-client')}, "
-            f"requests {version('requests')}; Prometheus {prom}")  # fmt: skip
+            f"requests {version('requests')}; Prometheus {prom}")
 
 
 def _runs(ms: list[Measure], key: str | None = None) -> str:
@@ -407,7 +409,7 @@ def _rate(n: float, s: float) -> str:
 
 
 def report(runs: dict[str, list[Measure]], meta: dict, server: Server, load_before: str,
-           load_after: str) -> tuple[str, bool]:  # fmt: skip
+           load_after: str) -> tuple[str, bool]:
     best = {k: min(ms, key=lambda m: m.wall) for k, ms in runs.items()}
     peak = {k: max(m.peak_bytes for m in ms) for k, ms in runs.items()}
     o, b, pa, v = best["ours"], best["baseline"], best["path"], best["ours_6h"]
@@ -420,7 +422,7 @@ def report(runs: dict[str, list[Measure]], meta: dict, server: Server, load_befo
          f"{parse_rate / 1e6:.2f} M/s", parse_rate >= MIN_PARSED_PER_S),
         (f"≥ {MIN_BASELINE_RATIO:g}× the baseline (baseline s / ours s, raw reads end to end)",
          f"{ratio:.2f}×", ratio >= MIN_BASELINE_RATIO),
-    ]  # fmt: skip
+    ]
     ok = all(c[2] for c in checks)
     n = len(runs["ours"])
     mem = results.memory_gib()
@@ -436,11 +438,11 @@ def report(runs: dict[str, list[Measure]], meta: dict, server: Server, load_befo
         m = best[k]
         cpu = f"{m.server_cpu:.1f}" if m.server_cpu is not None else "n/a"
         return (f"| {label} | {count} | {m.wall:.2f} | {_runs(runs[k])} | {rate} | {m.cpu:.1f} "
-                f"| {cpu} | {results.mib(peak[k])} |")  # fmt: skip
+                f"| {cpu} | {results.mib(peak[k])} |")
 
     def part(label: str, key: str, count: str = "", rate: str = "") -> str:
         return (f"| … {label} | {count} | {o.out[key]:.2f} | {_runs(runs['ours'], key)} | "
-                f"{rate} | | | |")  # fmt: skip
+                f"{rate} | | | |")
 
     lines = [
         "## prometheus_read — a week of a 128-GPU cluster at 30 s, from a real Prometheus",
@@ -541,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(dir=OUT, prefix="run-prom-plan-") as tmp:
             server = start_server(world)
             print(f"prometheus at {server.url} (pid {server.pid}), backfill/start "
-                  f"{server.start_s:.1f} s", flush=True)  # fmt: skip
+                  f"{server.start_s:.1f} s", flush=True)
             plan = Path(tmp) / "plan.json"
             load_before = results.load_average()
             runs: dict[str, list[Measure]] = {k: [] for k in kinds}
@@ -569,13 +571,13 @@ def _progress(m: Measure) -> str:
     o = m.out
     if m.kind == "baseline":
         detail = (f"{o['points']:,} points; query {o['query_s']:.2f} s, "
-                  f"frames {o['frame_s']:.2f} s")  # fmt: skip
+                  f"frames {o['frame_s']:.2f} s")
     else:
         detail = (f"{o['samples']:,} samples, {_rate(o['samples'], m.wall)}; raw reads "
                   f"{o['read_s']:.2f} s, http {o['http_s']:.2f} s, parse {o['parse_s']:.2f} s "
                   f"{_rate(o['parse_rows'], o['parse_s'])}, finish {o['finish_s']:.2f} s")
     return (f"{m.kind:>8}: {m.wall:6.2f} s ({detail}; cpu {m.cpu:.1f} s, peak "
-            f"{results.mib(m.peak_bytes)}, load {m.load1:.2f})")  # fmt: skip
+            f"{results.mib(m.peak_bytes)}, load {m.load1:.2f})")
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ def sized_ledger(factor: int) -> tuple[Path, dict]:
     shutil.copy(base_ledger(), db)
     with duckdb.connect(str(db)) as con:
         first, last = con.execute("SELECT min(bucket_start)::DATE, max(bucket_start)::DATE "
-                                  "FROM gpu_utilization").fetchone()  # fmt: skip
+                                  "FROM gpu_utilization").fetchone()
         weeks = ((last - first).days // 7) + 1
         for n in range(1, factor):
             con.execute("INSERT INTO gpu_utilization SELECT * REPLACE (bucket_start + "

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         print(f"expected a benchmark name among {', '.join(BENCHMARKS)}, found "
-              f"{', '.join(unknown)}", file=sys.stderr)  # fmt: skip
+              f"{', '.join(unknown)}", file=sys.stderr)
         return 2
     status = 0
     for name in names or list(BENCHMARKS):

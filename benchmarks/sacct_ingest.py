@@ -65,7 +65,7 @@ def _simulated_base(rebuild: bool) -> Path:
     if rebuild or not base.is_file():
         t = time.perf_counter()
         subprocess.run([sys.executable, "-m", "simulator", *SIM_ARGS, "--no-metrics",
-                        "--quiet", "--out", str(folder)], check=True)  # fmt: skip
+                        "--quiet", "--out", str(folder)], check=True)
         print(f"simulated {folder} in {time.perf_counter() - t:.0f} s", flush=True)
     return base
 
@@ -80,7 +80,7 @@ def build_dump(lines: int = LINES, *, rebuild: bool = False) -> tuple[Path, dict
     meta_path = dump.with_suffix(".json")
     stat = base.stat()
     want = {"sim_args": list(SIM_ARGS), "lines": lines, "job_offset": JOB_OFFSET,
-            "base_bytes": stat.st_size, "base_mtime": stat.st_mtime}  # fmt: skip
+            "base_bytes": stat.st_size, "base_mtime": stat.st_mtime}
     if not rebuild and dump.is_file() and meta_path.is_file():
         meta = json.loads(meta_path.read_text())
         if all(meta.get(k) == v for k, v in want.items()):
@@ -111,7 +111,7 @@ def build_dump(lines: int = LINES, *, rebuild: bool = False) -> tuple[Path, dict
             fh.write(b"".join(
                 b"%d%s\x1f%d%s\x1f%s\n" % (ja + off, ta, jr + off, tr, rest)
                 for ja, ta, jr, tr, rest in take
-            ))  # fmt: skip
+            ))
             written += len(take)
             copy += 1
     tmp.replace(dump)
@@ -135,7 +135,7 @@ def _child(kind: str, path: str, db: str, result: str) -> None:
         con.execute(
             "CREATE TABLE t AS SELECT * FROM read_csv(?, delim='\x1f', header=true, quote='', "
             "escape='', all_varchar=true)", [path],
-        )  # fmt: skip
+        )
         rows = con.execute("SELECT count(*) FROM t").fetchone()[0]
         con.close()
         extra: dict = {}
@@ -173,7 +173,7 @@ def _child(kind: str, path: str, db: str, result: str) -> None:
         accounted = load.runs + load.steps + len(load.rejects)
         assert accounted == load.lines_read, (accounted, load.lines_read)
         extra = {"runs": load.runs, "steps": load.steps, "node_allocations": load.node_allocations,
-                 "rejects": len(load.rejects)}  # fmt: skip
+                 "rejects": len(load.rejects)}
     elif kind == "load_only":
         from connectors.slurm.parse import parse_sacct
         from gpuledger.slurm_ingest import store_sacct
@@ -183,7 +183,7 @@ def _child(kind: str, path: str, db: str, result: str) -> None:
         t, c = time.perf_counter(), time.process_time()
         with connect(Path(db)) as con:
             load = store_sacct(con, parsed, source_file=path, observed_until=None,
-                               partition_key=path)  # fmt: skip
+                               partition_key=path)
         rows = load.lines_read
         extra = {}
     else:  # pragma: no cover
@@ -192,7 +192,7 @@ def _child(kind: str, path: str, db: str, result: str) -> None:
     wall = time.perf_counter() - t
     cpu = time.process_time() - c
     Path(result).write_text(json.dumps({"kind": kind, "rows": rows, "wall": wall, "cpu": cpu,
-                                        **extra}))  # fmt: skip
+                                        **extra}))
 
 
 @dataclass
@@ -214,7 +214,7 @@ def measure(kind: str, dump: Path) -> Measure:
         out, peak = results.run_child("benchmarks.sacct_ingest",
                                       [kind, str(dump), str(db), str(result)], result, kind)
     return Measure(kind, out.pop("rows"), out.pop("wall"), out.pop("cpu"), peak, load1,
-                   {k: v for k, v in out.items() if k != "kind"})  # fmt: skip
+                   {k: v for k, v in out.items() if k != "kind"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -228,12 +228,12 @@ def _versions() -> str:
     import pyarrow as pa
 
     return (f"Python {platform.python_version()}, DuckDB {duckdb.__version__}, Polars "
-            f"{pl.__version__}, pandas {pd.__version__}, PyArrow {pa.__version__}")  # fmt: skip
+            f"{pl.__version__}, pandas {pd.__version__}, PyArrow {pa.__version__}")
 
 
 
 def report(runs: dict[str, list[Measure]], lines: int, meta: dict, dump: Path,
-           load_before: str, load_after: str) -> tuple[str, bool]:  # fmt: skip
+           load_before: str, load_after: str) -> tuple[str, bool]:
     best = {k: min(ms, key=lambda m: m.wall) for k, ms in runs.items()}
     peak = {k: max(m.peak_bytes for m in ms) for k, ms in runs.items()}
     rate = {k: lines / best[k].wall for k in runs}
@@ -247,13 +247,13 @@ def report(runs: dict[str, list[Measure]], lines: int, meta: dict, dump: Path,
          pandas / ours >= MIN_PANDAS_RATIO),
         ("peak RSS ≤ 2 GB (2,000,000,000 bytes)", results.mib(peak["ours"]),
          peak["ours"] <= MAX_PEAK_BYTES),
-    ]  # fmt: skip
+    ]
     ok = all(c[2] for c in checks)
     n = len(next(iter(runs.values())))
     labels = {"floor": "floor: DuckDB `read_csv` (all VARCHAR) → table",
               "pandas": "pandas baseline", "ours": "ours: `import_sacct_file`",
               "load_only": "diagnostic, not a target: `store_sacct` of an already parsed "
-                           "dump (DuckDB append only)"}  # fmt: skip
+                           "dump (DuckDB append only)"}
     mem = results.memory_gib()
     lines_md = [
         f"## sacct_ingest — {lines:,}-line sacct dump → DuckDB",
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             runs[kind].append(m)
             print(f"[{r + 1}/{args.repeat}] {kind:>6}: {m.wall:6.2f} s "
                   f"({m.rows:,} rows, {args.lines / m.wall:,.0f} rows/s, cpu {m.cpu:.1f} s, "
-                  f"peak {results.mib(m.peak_bytes)}, load {m.load1:.2f})", flush=True)  # fmt: skip
+                  f"peak {results.mib(m.peak_bytes)}, load {m.load1:.2f})", flush=True)
     if not set(KINDS) <= set(kinds):
         return 0
     text, ok = report(runs, args.lines, meta, dump, load_before, results.load_average())

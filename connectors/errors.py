@@ -4,6 +4,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
+
 
 class SourceError(RuntimeError):
     """A source could not be read at all (missing file, failing command, unreachable server)."""
@@ -24,7 +26,7 @@ class Reject:
         return f"{self.source_file}:{self.line_no}: field {self.field}: {self.reason}"
 
 
-REJECT_SCHEMA = {
+REJECT_SCHEMA: SchemaDict = {
     "source": pl.String,
     "source_file": pl.String,
     "line_no": pl.Int64,

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from connectors.errors import Reject, SourceError
+from connectors.frame_types import PolarsDataType
 
 IDENTITY_SOURCE_KINDS = (
     "slurm_user",
@@ -31,7 +33,7 @@ class Column:
 
     name: str
     parse: Callable[[str], object]
-    dtype: pl.DataType
+    dtype: PolarsDataType
     required: bool = True
 
 
@@ -123,7 +125,7 @@ def check_validity(frame: pl.DataFrame, key: list[str], *, source: str, path: Pa
     exact duplicate, and a range overlapping an earlier line's for the same `key` (the earlier
     line is kept: which of two overlapping rows applies would otherwise be a guess)."""
     keep: list[int] = []
-    kept_ranges: dict[tuple, list[tuple[date | None, date | None, int]]] = {}
+    kept_ranges: dict[tuple[Any, ...], list[tuple[date | None, date | None, int]]] = {}
     for row in frame.iter_rows(named=True):
         start, end, line, raw = row["valid_from"], row["valid_to"], row["_line"], row["_raw"]
         if start is not None and end is not None and start >= end:

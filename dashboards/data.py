@@ -280,7 +280,7 @@ def chargeback_lines(kind: str, first: date, end: date, domains: list[str],
         # shared GPUs: gpu_hours is the physical share, slice_hours the units x hours
         "coalesce(slice_hours, 0) AS slice_hours, "
         # invoice_lines: a closed week's day and week lines as frozen at its close
-        # provisional: the mark of models/schema.py's invoice_lines (data-quality gate)
+        # provisional: the mark of models/schema/invoices.py's invoice_lines (data-quality gate)
         f"{usage}, allocations, amount, provisional, provisional_reasons FROM invoice_lines "
         "WHERE period_kind = $kind AND period_start >= $first AND period_start < $end "
         "AND (len($domains::VARCHAR[]) = 0 OR list_contains($domains::VARCHAR[], domain)) "

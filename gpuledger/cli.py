@@ -15,10 +15,12 @@ from pathlib import Path
 import duckdb
 
 from connectors.errors import SourceError
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from connectors.kubernetes.prometheus import MetricsSource, PrometheusHttpSource
+from connectors.kubernetes.prometheus import PrometheusHttpSource
 from gpuledger import cli_sources, k8s_ingest, scontrol_ingest, service, site_load, slurm_ingest
 from gpuledger.config import Settings, load_settings
+from gpuledger.loads import LoadResult
 from gpuledger.nodenames import set_node_aliases
 from gpuledger.progress import Progress
 from gpuledger.site import Site
@@ -49,13 +51,13 @@ _ingest_kubernetes_days = site_load.ingest_kubernetes_days
 
 
 
-def _report(result: service.LoadResult) -> int:
+def _report(result: LoadResult) -> int:
     print(result.summary(), file=sys.stderr)
     return EXIT_OK
 
 
 def _with_ledger(
-    settings: Settings, load: Callable[..., service.LoadResult], *args: object
+    settings: Settings, load: Callable[..., LoadResult], *args: object
 ) -> int:
     with connect(settings.db) as con:
         result = load(con, *args)
@@ -110,7 +112,7 @@ def cmd_import_pod_groups(args: argparse.Namespace, settings: Settings) -> int:
                                                     cluster=args.cluster or ""), Path(args.file))
 
 
-def _load_workloads(settings: Settings) -> Callable[..., service.LoadResult]:
+def _load_workloads(settings: Settings) -> Callable[..., LoadResult]:
     """The one Workload import (kueue_workloads_raw and kueue_workloads, one transaction) with
     the configured GPU resource names; every command that loads Workloads goes through it."""
     return functools.partial(service.import_workloads, gpu_resources=settings.gpu_resources)
@@ -310,7 +312,8 @@ def cmd_build(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_close_week(args: argparse.Namespace, settings: Settings) -> int:
-    from models.closing import close_week, unpublished_close
+    from models.close_week import close_week
+    from models.closing import unpublished_close
     from models.runner import snapshot_path
     from models.weeks import parse_iso_week
 
@@ -337,9 +340,10 @@ def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_report_weekly(args: argparse.Namespace, settings: Settings) -> int:
     from gpuledger.focus_export import site_focus
-    from gpuledger.report import parse_iso_week, write_weekly_report
     from gpuledger.report.location import reports_dir
+    from gpuledger.report.weekly import write_weekly_report
     from models.runner import read_snapshot
+    from models.weeks import parse_iso_week
 
     week = parse_iso_week(args.week)  # a bad week fails before the ledger is opened
     out = Path(args.out) if args.out else reports_dir(settings)
@@ -364,7 +368,7 @@ def cmd_dashboard(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings | None) -> int:
-    from gpuledger.doctor import run_doctor  # its checks import every source's client
+    from gpuledger.doctor.run import run_doctor  # its checks import every source's client
 
     return run_doctor(args.site_config or args.config)
 

@@ -9,8 +9,9 @@ from datetime import timedelta
 from pathlib import Path
 
 from connectors.kubernetes.dra_claims import DEFAULT_DRA_NAMES
+from connectors.kubernetes.metrics_source import MetricsSource, PrometheusConfig
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from connectors.kubernetes.prometheus import MetricsSource, PrometheusConfig, PrometheusHttpSource
+from connectors.kubernetes.prometheus import PrometheusHttpSource
 from connectors.kubernetes.workload_api import fetch_workload_snapshot
 from connectors.slurm.commands import CommandRunner
 from connectors.slurm.sanity import SanityLimits

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from connectors.gpu_sharing import SharingNames
+from gpuledger.site_table import DEFAULT_CONFIG, DEFAULT_GPU_RESOURCES
 
 if TYPE_CHECKING:
     from gpuledger.site import Site
 
 DEFAULT_DB = Path("data/gpuledger.duckdb")
-DEFAULT_CONFIG = Path("gpuledger.toml")
 
 # Environment variable -> settings attribute.
 ENVIRONMENT = {
@@ -31,8 +31,6 @@ ENVIRONMENT = {
     "GPULEDGER_GPU_RESOURCES": "gpu_resources",
 }
 
-# Kubernetes resource names counted as GPUs in Kueue Workloads and quota metrics.
-DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu",)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from models.focus import (
 )
 
 if TYPE_CHECKING:
-    from gpuledger.site import ClusterSite, Site, _Table
+    from gpuledger.site import ClusterSite, Site
+    from gpuledger.site_table import SiteTable
 
 FORMATS = ("csv", "parquet")
 TIME_COLUMNS = ("BillingPeriodEnd", "BillingPeriodStart", "ChargePeriodEnd", "ChargePeriodStart",
@@ -51,7 +52,7 @@ def default_account(clusters: "tuple[ClusterSite, ...]") -> str:
     return "+".join(c.name for c in clusters) or "gpuledger"
 
 
-def parse_focus_table(t: "_Table | None", clusters: "tuple[ClusterSite, ...]") -> FocusSite:
+def parse_focus_table(t: "SiteTable | None", clusters: "tuple[ClusterSite, ...]") -> FocusSite:
     """Read ``[gpuledger.focus]`` (site.py's table reader: "expected ..., found ..." naming the
     file and key); absent, the defaults: "gpuledger" and the clusters' names."""
     account = default_account(clusters)

@@ -33,8 +33,10 @@ import polars as pl
 from connectors.kubernetes.dcgm import gpu_busy_seconds_daily, gpu_utilization
 from connectors.kubernetes.dcgm_names import GPU_LABELS, VARIANTS, canonical_uuid
 from connectors.kubernetes.ksm_keys import regex_literal
-from connectors.kubernetes.prometheus import MetricsSource, add_matchers, finish_raw
+from connectors.kubernetes.metrics_source import MetricsSource
+from connectors.kubernetes.promql_selectors import add_matchers
 from connectors.kubernetes.records import GPU_BUSY_DAILY_SCHEMA, GPU_UTILIZATION_SCHEMA, empty
+from connectors.kubernetes.sample_frames import finish_raw
 from gpuledger.k8s_groups import grouped_by_node
 
 #: GPUs per group when streaming (a group's day of raw samples: ~6,000 per GPU at 30 s).

@@ -54,7 +54,7 @@ import duckdb
 import polars as pl
 
 from connectors.gpu_sharing import WHOLE_GPU_RESOURCE
-from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
 from connectors.slurm.sanity import DEFAULT_MAX_GPUS_PER_NODE
 from gpuledger.k8s_dcgm_stream import SpilledFrames
@@ -74,8 +74,9 @@ from gpuledger.k8s_window_store import (
     store_phases,
     store_seen,
 )
+from gpuledger.loads import LoadResult
 from gpuledger.nodenames import NodeNamer, load_namer, record_names
-from gpuledger.service import LoadResult, import_workloads
+from gpuledger.service import import_workloads
 from gpuledger.timewindows import utc_naive as _utc_naive
 from models import schema
 from models.build import mark_days_to_rebuild

@@ -30,12 +30,14 @@ from connectors.kubernetes.ksm import (
 from connectors.kubernetes.ksm_gangs import PENDING_POD_SCHEMA, PENDING_SELECTOR, pending_gpu_pods
 from connectors.kubernetes.ksm_keys import regex_literal
 from connectors.kubernetes.ksm_pods import GPU_METRICS
-from connectors.kubernetes.prometheus import MetricsSource, add_matchers, finish_raw
+from connectors.kubernetes.metrics_source import MetricsSource
+from connectors.kubernetes.promql_selectors import add_matchers
 from connectors.kubernetes.records import (
     NODE_GPU_CAPACITY_SCHEMA,
     POD_GPU_ALLOCATION_SCHEMA,
     empty,
 )
+from connectors.kubernetes.sample_frames import finish_raw
 from gpuledger.k8s_groups import grouped_by_node
 
 #: pods per group when streaming

@@ -43,7 +43,7 @@ from connectors.kubernetes.ksm_gangs import (
     pending_gpu_pods,
 )
 from connectors.kubernetes.kueue_metrics import KueueMetrics, read_kueue_metrics
-from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA, TS, empty, label
 from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
 from gpuledger.k8s_dcgm_stream import (

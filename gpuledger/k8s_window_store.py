@@ -19,7 +19,7 @@ import duckdb
 import polars as pl
 
 from connectors.errors import Reject, rejects_frame
-from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import TS
 from gpuledger.timewindows import MINUTE_GRAIN as GRAIN
 from models import schema

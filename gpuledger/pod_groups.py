@@ -37,7 +37,7 @@ from connectors.kubernetes.pod_groups import (
     read_pod_group_snapshot,
 )
 from connectors.kubernetes.pod_groups_api import list_pod_groups
-from gpuledger.service import LoadResult, _register_file, _store_rejects
+from gpuledger.loads import LoadResult, register_file, store_rejects
 from gpuledger.site import KueueSite
 from models import schema
 from models.runner import append_rows, record_ingest, transaction
@@ -126,8 +126,8 @@ def store(con: duckdb.DuckDBPyConnection, read: GroupsRead, *, cluster: str = ""
                     [cluster, replaced])
         append_rows(con, schema.K8S_POD_GROUPS, fresh)
         if read.source_file is not None and read.source_file.exists():
-            _store_rejects(con, REJECT_SOURCE, read.source_file, snap.rejects, atomic=False)
-            _register_file(con, REJECT_SOURCE, read.source_file, snap.listed, atomic=False)
+            store_rejects(con, REJECT_SOURCE, read.source_file, snap.rejects, atomic=False)
+            register_file(con, REJECT_SOURCE, read.source_file, snap.listed, atomic=False)
         record_ingest(con, source=REJECT_SOURCE,
                       partition_key=str(read.source_file or f"api@{at:%Y-%m-%dT%H:%M:%S}"),
                       window_start=at, window_end=at, rows_loaded=frame.height,
@@ -139,7 +139,7 @@ def store(con: duckdb.DuckDBPyConnection, read: GroupsRead, *, cluster: str = ""
 
 
 def import_pod_groups(con: duckdb.DuckDBPyConnection, path: Path, *,
-                      cluster: str = "") -> LoadResult:  # fmt: skip
+                      cluster: str = "") -> LoadResult:
     """A snapshot file (or a folder of them, in time order) into ``k8s_pod_groups``."""
     results = [store(con, read, cluster=cluster) for read in read_snapshots(Path(path))]
     return LoadResult(REJECT_SOURCE, sum(r.rows for r in results),

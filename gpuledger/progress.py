@@ -24,7 +24,7 @@ class Progress:
     """``total`` steps of ``unit``; call :meth:`start` before each step, :meth:`note` for output."""
 
     def __init__(self, total: int, unit: str = "days", *, stream: TextIO | None = None,
-                 clock=time.monotonic) -> None:  # fmt: skip
+                 clock=time.monotonic) -> None:
         if total < 0:
             msg = f"expected a non-negative number of steps, found {total}"
             raise ValueError(msg)

@@ -34,7 +34,7 @@ from connectors.gpu_sharing import DEFAULT_NAMES, SharingNames
 from connectors.kubernetes.ksm_namespaces import ksm_namespace_owners
 from connectors.kubernetes.ksm_nodes import KSM_NODE_SCHEMA, ksm_node_inventory
 from connectors.kubernetes.ksm_slices import ksm_node_slices
-from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA
 from connectors.reference_files import read_accounts, read_nodes
 from connectors.slurm.commands import CommandRunner
@@ -47,6 +47,7 @@ from connectors.slurm.scontrol_nodes import (
     slinky_node_pods,
 )
 from gpuledger import service
+from gpuledger.loads import LoadResult
 from gpuledger.nodenames import load_namer, record_names
 from gpuledger.site import Site
 from models import schema
@@ -126,7 +127,7 @@ GPU_ROW_SCHEMA = {**dict.fromkeys(("cluster", "node", "pool", "gpu_model"), pl.S
 
 
 def merge_sources(cluster: str, slurm: pl.DataFrame | None, ksm: pl.DataFrame | None
-                  ) -> pl.DataFrame:  # fmt: skip
+                  ) -> pl.DataFrame:
     """One row per GPU (``GPU_ROW_SCHEMA``) from what scontrol and KSM say.
 
     A node Slurm lists is counted as Slurm says (its GRES types); a node both list is ``shared``,
@@ -261,7 +262,7 @@ def write_slices(con: duckdb.DuckDBPyConnection, cluster: str, slices: pl.DataFr
 
 
 def import_nodes_file(con: duckdb.DuckDBPyConnection, path: Path, cluster: str,
-                      *, at: datetime | None = None) -> service.LoadResult:
+                      *, at: datetime | None = None) -> LoadResult:
     """``import-nodes``: the file is the cluster's whole inventory (service.import_nodes), and
     ``node_inventory`` follows it (nodes the file no longer lists are closed)."""
     result = service.import_nodes(con, path, cluster)
@@ -272,7 +273,7 @@ def import_nodes_file(con: duckdb.DuckDBPyConnection, path: Path, cluster: str,
         change = apply_history(con, schema.NODE_INVENTORY, INVENTORY_KEY, INVENTORY_ATTRS,
                                inventory_rows(gpus), at or _now(), scope="cluster = ?",
                                params=(cluster,))
-    return service.LoadResult(result.source, result.rows, result.rejects,
+    return LoadResult(result.source, result.rows, result.rejects,
                               (*result.warnings, _history_note(change)))
 
 
@@ -360,7 +361,7 @@ PARTS = frozenset({"nodes", "accounts", "candidates"})
 
 def write_cluster_reference(con: duckdb.DuckDBPyConnection, ref: ClusterReference,
                             file_rows: pl.DataFrame | None, parts: frozenset[str] = PARTS
-                            ) -> list[str]:  # fmt: skip
+                            ) -> list[str]:
     """Write what `ref` read (and the file rows filed under its cluster); one line per part."""
     lines: list[str] = []
     node_sources = ref.slurm_nodes is not None or ref.ksm_nodes is not None
@@ -508,8 +509,8 @@ def import_reference(site: Site, connect: Connect, *, at: datetime | None = None
                                            account_rejects)):
                 wanted = "nodes" if source == "nodes" else "accounts"
                 if path is not None and wanted in parts:
-                    service._store_rejects(con, source, path, rejects, atomic=False)
-                    service._register_file(con, source, path, len(rejects), atomic=False)
+                    service.store_rejects(con, source, path, rejects, atomic=False)
+                    service.register_file(con, source, path, len(rejects), atomic=False)
     total = sum(len(v) for r in refs for v in r.line_rejects.values()) + len(node_rejects) \
         + len(account_rejects) + sum(f.height for r in refs for f in r.sample_rejects)
     return ReferenceResult(tuple(lines), total)

@@ -49,7 +49,7 @@ class ScontrolLoad:
 
 
 def store_scontrol(con: duckdb.DuckDBPyConnection, parsed: ScontrolParse, *,
-                   source_file: str) -> ScontrolLoad:  # fmt: skip
+                   source_file: str) -> ScontrolLoad:
     """Upsert one parsed snapshot and replace its file's rejects, atomically."""
     namer = load_namer(con)  # canonical node names, as every other table has them
     parsed = replace(parsed, gpus=namer.canonical_frame(parsed.gpus))
@@ -59,20 +59,20 @@ def store_scontrol(con: duckdb.DuckDBPyConnection, parsed: ScontrolParse, *,
         # saved under two names from being loaded twice
         con.execute("DELETE FROM slurm_gpu_indices WHERE source_file = ?", [source_file])
         upsert_rows(con, schema.SLURM_GPU_INDICES, parsed.gpus,
-                    key=schema.SLURM_GPU_INDICES.key, atomic=False)  # fmt: skip
+                    key=schema.SLURM_GPU_INDICES.key, atomic=False)
         replace_rows(con, schema.REJECTS, rejects_frame(parsed.rejects),
                      where="source = ? AND source_file = ?", params=(SOURCE, source_file),
-                     atomic=False)  # fmt: skip
+                     atomic=False)
         record_ingest(con, source=SOURCE, partition_key=source_file,
                       window_start=parsed.observed_at, window_end=parsed.observed_at,
                       rows_loaded=parsed.gpus.height, rows_rejected=len(parsed.rejects),
-                      atomic=False)  # fmt: skip
+                      atomic=False)
     return ScontrolLoad(source_file, parsed.jobs, parsed.gpus.height, parsed.observed_at,
-                        tuple(parsed.rejects))  # fmt: skip
+                        tuple(parsed.rejects))
 
 
 def import_scontrol_file(con: duckdb.DuckDBPyConnection, path: Path, *, timezone: str = "UTC",
-                         observed_at: datetime | None = None) -> ScontrolLoad:  # fmt: skip
+                         observed_at: datetime | None = None) -> ScontrolLoad:
     """Load a saved ``scontrol show job -d`` snapshot (plain or ``.gz``).
 
     ``timezone``: the zone scontrol printed naive times in (not needed for epoch times).
@@ -85,14 +85,14 @@ def import_scontrol_file(con: duckdb.DuckDBPyConnection, path: Path, *, timezone
     with open_text(path) as fh:
         text = fh.read()
     parsed = parse_scontrol_jobs(text, source_file=str(path), timezone=timezone,
-                                 observed_at=observed_at)  # fmt: skip
+                                 observed_at=observed_at)
     load = store_scontrol(con, parsed, source_file=str(path))
-    _register_file(con, path, parsed.lines_read)
+    register_file(con, path, parsed.lines_read)
     return load
 
 
 def ingest_scontrol(con: duckdb.DuckDBPyConnection, runner: CommandRunner, *,
-                    now: datetime | None = None) -> ScontrolLoad:  # fmt: skip
+                    now: datetime | None = None) -> ScontrolLoad:
     """Take a snapshot now (``scontrol`` here or through the runner's prefix) and store it.
 
     If scontrol fails, nothing is written.
@@ -102,7 +102,7 @@ def ingest_scontrol(con: duckdb.DuckDBPyConnection, runner: CommandRunner, *,
     return store_scontrol(con, parsed, source_file=label)
 
 
-def _register_file(con: duckdb.DuckDBPyConnection, path: Path, lines: int) -> None:
+def register_file(con: duckdb.DuckDBPyConnection, path: Path, lines: int) -> None:
     """Remember the file and its hash, so a row can be traced to the exact snapshot."""
     sha, size = file_digest(path)
     frame = pl.DataFrame(
@@ -110,9 +110,9 @@ def _register_file(con: duckdb.DuckDBPyConnection, path: Path, lines: int) -> No
          "lines": [lines], "loaded_at": [datetime.now(UTC).replace(tzinfo=None)]},
         schema={"kind": pl.String, "path": pl.String, "sha256": pl.String, "bytes": pl.Int64,
                 "lines": pl.Int64, "loaded_at": pl.Datetime("us")},
-    )  # fmt: skip
+    )
     replace_rows(con, schema.SOURCE_FILES, frame, where="kind = ? AND path = ?",
-                 params=(SOURCE, str(path)))  # fmt: skip
+                 params=(SOURCE, str(path)))
 
 
 NAME_TIME = re.compile(r"scontrol-(\d{8}T\d{6})Z")

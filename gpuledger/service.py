@@ -7,79 +7,20 @@ one transaction (so a re-run changes nothing) and returns what it did.
 import csv
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
-from connectors.errors import Reject, rejects_frame
+from connectors.errors import Reject
 from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
 from connectors.kubernetes.workload_snapshot import read_workload_snapshot
 from connectors.reference_files import read_accounts, read_identity_map, read_nodes, read_rate_card
-from connectors.textfiles import file_digest
+from gpuledger.loads import LoadResult, register_file, store_rejects
 from gpuledger.nodenames import load_namer, record_names
 from models import schema
 from models.cells import safe_cell
 from models.runner import read_snapshot, record_ingest, replace_rows, transaction
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    """What one load did: rows kept and lines rejected (with their reasons)."""
-
-    source: str
-    rows: int
-    rejects: tuple[Reject, ...] = field(default_factory=tuple)
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-
-    def summary(self) -> str:
-        text = f"{self.source}: {self.rows} rows loaded, {len(self.rejects)} rejected"
-        for w in self.warnings:
-            text += f"\n  warning: {w}"
-        for r in self.rejects[:5]:
-            text += f"\n  rejected {r.describe()}"
-        if len(self.rejects) > 5:
-            text += f"\n  … and {len(self.rejects) - 5} more (see the rejects table)"
-        return text
-
-
-def _store_rejects(
-    con: duckdb.DuckDBPyConnection, source: str, path: Path, rejects: list[Reject],
-    *, atomic: bool = True,
-) -> None:
-    name = str(path.resolve())  # one name per file, however its path was typed
-    replace_rows(
-        con,
-        schema.REJECTS,
-        rejects_frame(rejects).with_columns(pl.lit(name).alias("source_file")),
-        where="source = ? AND source_file = ?",
-        params=(source, name),
-        atomic=atomic,
-    )
-
-
-def _register_file(con: duckdb.DuckDBPyConnection, kind: str, path: Path, lines: int,
-                   *, atomic: bool = True) -> None:
-    path = path.resolve()  # one row per file, however its path was typed
-    sha, size = file_digest(path)
-    frame = pl.DataFrame(
-        {
-            "kind": [kind],
-            "path": [str(path)],
-            "sha256": [sha],
-            "bytes": [size],
-            "lines": [lines],
-            "loaded_at": [datetime.now(UTC).replace(tzinfo=None)],
-        },
-        schema={
-            "kind": pl.String, "path": pl.String, "sha256": pl.String,
-            "bytes": pl.Int64, "lines": pl.Int64, "loaded_at": pl.Datetime("us"),
-        },
-    )
-    replace_rows(con, schema.SOURCE_FILES, frame, where="kind = ? AND path = ?",
-                 params=(kind, str(path)), atomic=atomic)
 
 
 def _load_table_file(
@@ -92,8 +33,8 @@ def _load_table_file(
     table: schema.Table,
 ) -> LoadResult:
     replace_rows(con, table, frame)
-    _store_rejects(con, source, path, rejects)
-    _register_file(con, source, path, frame.height + len(rejects))
+    store_rejects(con, source, path, rejects)
+    register_file(con, source, path, frame.height + len(rejects))
     record_ingest(con, source=source, partition_key=str(path), window_start=None,
                   window_end=None, rows_loaded=frame.height, rows_rejected=len(rejects))
     return LoadResult(source, frame.height, tuple(rejects))
@@ -130,8 +71,8 @@ def import_nodes(con: duckdb.DuckDBPyConnection, path: Path, cluster: str) -> Lo
         record_names(con, namer, "nodes")
         replace_rows(con, schema.NODES, frame, where="cluster = ?", params=(cluster,),
                      atomic=False)
-    _store_rejects(con, "nodes", path, rejects)
-    _register_file(con, "nodes", path, frame.height + len(rejects))
+    store_rejects(con, "nodes", path, rejects)
+    register_file(con, "nodes", path, frame.height + len(rejects))
     record_ingest(con, source="nodes", partition_key=cluster, window_start=None,
                   window_end=None, rows_loaded=frame.height, rows_rejected=len(rejects))
     return LoadResult("nodes", frame.height, tuple(rejects), tuple(namer.warnings))

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from connectors.gpu_sharing import SharingNames
-from gpuledger.config import DEFAULT_CONFIG, DEFAULT_GPU_RESOURCES
 from gpuledger.site_dra import DraClusterSite, DraSite, parse_cluster_dra, parse_dra
 from gpuledger.site_engine import EngineSite, parse_engine
+from gpuledger.site_table import DEFAULT_CONFIG, DEFAULT_GPU_RESOURCES, SiteError, SiteTable
 from models.quality import QualityThresholds
 
 if TYPE_CHECKING:
@@ -27,10 +27,6 @@ SLURM_MODES = ("sacct", "dump")
 CLUSTER_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 # kube_namespace_labels label keys that name an owner, by identity field (defaults)
 DEFAULT_NAMESPACE_LABELS = {"person": "owner", "team": "team", "cost_centre": "cost-centre"}
-
-
-class SiteError(ValueError):
-    """A site file that cannot be used; the message names the file and the key."""
 
 
 @dataclass(frozen=True)
@@ -183,75 +179,7 @@ def site_file(explicit: Path | str | None = None) -> Path | None:
     return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
 
 
-class _Table:
-    """One TOML table being read: every read key is remembered, the rest are errors."""
-
-    def __init__(self, path: Path, where: str, data: object) -> None:
-        self.path, self.where = path, where
-        if not isinstance(data, dict):
-            self.fail("", "a table", data)
-        self.data: dict = data
-        self.seen: set[str] = set()
-
-    def fail(self, key: str, expected: str, found: object) -> None:
-        name = f"{self.where}.{key}" if key else self.where
-        msg = f"{self.path}: [{name}]: expected {expected}, found {found!r}"
-        raise SiteError(msg)
-
-    def get(self, key: str, kind: type | tuple[type, ...], default: object, what: str) -> object:
-        self.seen.add(key)
-        if key not in self.data:
-            return default
-        value = self.data[key]
-        if isinstance(value, bool) and kind in (int, float, (int, float)):
-            self.fail(key, what, value)
-        if not isinstance(value, kind):
-            self.fail(key, what, value)
-        return value
-
-    def text(self, key: str, default: str = "") -> str:
-        return str(self.get(key, str, default, "a string"))
-
-    def number(self, key: str, default: float, *, minimum: float = 0.0) -> float:
-        value = float(self.get(key, (int, float), default, "a number"))  # type: ignore[arg-type]
-        if value < minimum:
-            self.fail(key, f"a number of at least {minimum:g}", value)
-        return value
-
-    def flag(self, key: str, default: bool) -> bool:
-        return bool(self.get(key, bool, default, "true or false"))
-
-    def file(self, key: str) -> Path | None:
-        value = self.text(key)
-        if not value:
-            return None
-        path = Path(value).expanduser()
-        return path if path.is_absolute() else (self.path.parent / path)
-
-    def strings(self, key: str, what: str) -> dict[str, str]:
-        value = self.get(key, dict, {}, what)
-        if not all(isinstance(k, str) and isinstance(v, str) and v.strip()
-                   for k, v in value.items()):  # type: ignore[union-attr]
-            self.fail(key, what, value)
-        return dict(value)  # type: ignore[arg-type]
-
-    def sub(self, key: str) -> "_Table | None":
-        self.seen.add(key)
-        if key not in self.data:
-            return None
-        return _Table(self.path, f"{self.where}.{key}", self.data[key])
-
-    def done(self) -> None:
-        unknown = sorted(set(self.data) - self.seen)
-        if unknown:
-            msg = (
-                f"{self.path}: [{self.where}]: expected only the keys "
-                            f"{sorted(self.seen)}, found {unknown[0]!r}"
-            )
-            raise SiteError(msg)
-
-
-def _instant(t: _Table, key: str) -> datetime | None:
+def _instant(t: SiteTable, key: str) -> datetime | None:
     t.seen.add(key)
     value = t.data.get(key)
     if value is None or value == "":
@@ -270,7 +198,7 @@ def _instant(t: _Table, key: str) -> datetime | None:
     return parsed
 
 
-def _slurm(t: _Table) -> SlurmSite:
+def _slurm(t: SiteTable) -> SlurmSite:
     mode = t.text("mode", "sacct")
     if mode not in SLURM_MODES:
         t.fail("mode", f"one of {list(SLURM_MODES)}", mode)
@@ -301,7 +229,7 @@ def _slurm(t: _Table) -> SlurmSite:
     return site
 
 
-def _prometheus(t: _Table) -> PrometheusSite:
+def _prometheus(t: SiteTable) -> PrometheusSite:
     site = PrometheusSite(
         url=t.text("url").rstrip("/"), selector=t.text("selector").strip(),
         bearer_token_file=t.file("bearer_token_file"),
@@ -322,7 +250,7 @@ def _prometheus(t: _Table) -> PrometheusSite:
                {"url": site.url, "openmetrics": str(site.openmetrics or "")})
     if site.url and not site.url.startswith(("http://", "https://")):
         t.fail("url", "an http:// or https:// URL", site.url)
-    from connectors.kubernetes.prometheus import check_matchers  # what the client will add
+    from connectors.kubernetes.promql_selectors import check_matchers  # what the client adds
     try:
         check_matchers(site.selector)
     except ValueError:
@@ -331,7 +259,7 @@ def _prometheus(t: _Table) -> PrometheusSite:
     return site
 
 
-def _kueue(t: _Table) -> KueueSite:
+def _kueue(t: SiteTable) -> KueueSite:
     site = KueueSite(
         kubeconfig=t.file("kubeconfig"), context=t.text("context"),
         namespace=t.text("namespace"),
@@ -345,7 +273,7 @@ def _kueue(t: _Table) -> KueueSite:
     return site
 
 
-def _cluster(name: str, t: _Table) -> ClusterSite:
+def _cluster(name: str, t: SiteTable) -> ClusterSite:
     if not name or set(name) - CLUSTER_NAME_CHARS:
         t.fail("", "a cluster name of letters, digits, '-', '_' and '.'", name)
     parts = {key: t.sub(key) for key in ("slurm", "prometheus", "kueue", "dra")}
@@ -363,7 +291,7 @@ def _cluster(name: str, t: _Table) -> ClusterSite:
     return cluster
 
 
-def _reference(t: _Table | None) -> ReferenceSite:
+def _reference(t: SiteTable | None) -> ReferenceSite:
     if t is None:
         return ReferenceSite()
     labels = t.strings("namespace_labels", "a table of identity field = \"label key\"")
@@ -380,7 +308,7 @@ def _reference(t: _Table | None) -> ReferenceSite:
     return site
 
 
-def _schedules(t: _Table | None) -> ScheduleSite:
+def _schedules(t: SiteTable | None) -> ScheduleSite:
     if t is None:
         return ScheduleSite()
     site = ScheduleSite(enabled=t.flag("enabled", True), daily=t.text("daily", "0 1 * * *"),
@@ -392,7 +320,7 @@ def _schedules(t: _Table | None) -> ScheduleSite:
     return site
 
 
-def _sharing(t: _Table | None) -> SharingNames:
+def _sharing(t: SiteTable | None) -> SharingNames:
     """``[gpuledger.sharing]``: resource names in kube-state-metrics' spelling
     (``nvidia_com_gpu_shared``); a name in both lists, or a whole-GPU/MIG name, is an error."""
     d = SharingNames()
@@ -420,7 +348,7 @@ def _sharing(t: _Table | None) -> SharingNames:
     return SharingNames(**lists)
 
 
-def _quality(t: _Table | None) -> QualityThresholds:
+def _quality(t: SiteTable | None) -> QualityThresholds:
     if t is None:
         return QualityThresholds()
     d = QualityThresholds()
@@ -450,7 +378,7 @@ IDLE_RULE_KEYS = ("zero_threshold", "zero_minutes", "window_threshold", "window_
                   "efficiency_threshold", "efficiency_minutes")
 
 
-def _idle_rules(t: _Table, base: object) -> dict[str, float]:
+def _idle_rules(t: SiteTable, base: object) -> dict[str, float]:
     """The rule keys of one idle table, over ``base`` (an IdlePolicy)."""
     out: dict[str, float] = {}
     for key in IDLE_RULE_KEYS:
@@ -464,7 +392,7 @@ def _idle_rules(t: _Table, base: object) -> dict[str, float]:
     return out
 
 
-def _idle(t: _Table | None, clusters: tuple[ClusterSite, ...]) -> "IdleRules | None":
+def _idle(t: SiteTable | None, clusters: tuple[ClusterSite, ...]) -> "IdleRules | None":
     if t is None:
         return None
     from models.incidents import IdlePolicy, IdleRules
@@ -473,7 +401,7 @@ def _idle(t: _Table | None, clusters: tuple[ClusterSite, ...]) -> "IdleRules | N
     names = [c.name for c in clusters]
     policies = []
     for i, entry in enumerate(entries):  # type: ignore[union-attr]
-        e = _Table(t.path, f"{t.where}.policy[{i}]", entry)
+        e = SiteTable(t.path, f"{t.where}.policy[{i}]", entry)
         cluster, partition, namespace = e.text("cluster"), e.text("partition"), e.text("namespace")
         if cluster and cluster not in names:
             e.fail("cluster", f"one of the site's clusters {names}", cluster)
@@ -490,13 +418,13 @@ def _idle(t: _Table | None, clusters: tuple[ClusterSite, ...]) -> "IdleRules | N
     return IdleRules(default, tuple(policies))
 
 
-def _alerts(t: _Table | None, schedules: object) -> "AlertsSite | None":
+def _alerts(t: SiteTable | None, schedules: object) -> "AlertsSite | None":
     from gpuledger.site_alerts import parse_alerts
     zone = schedules.get("timezone", "UTC") if isinstance(schedules, dict) else "UTC"
     return None if t is None else parse_alerts(t, schedule_timezone=str(zone or "UTC"))
 
 
-def _focus(t: _Table | None, clusters: tuple[ClusterSite, ...]) -> "FocusSite":
+def _focus(t: SiteTable | None, clusters: tuple[ClusterSite, ...]) -> "FocusSite":
     from gpuledger.focus_export import parse_focus_table  # docs/focus.md
     return parse_focus_table(t, clusters)
 
@@ -513,7 +441,7 @@ def load_site(path: Path | str) -> Site:
     except tomllib.TOMLDecodeError as exc:
         msg = f"{path}: expected TOML, found a syntax error: {exc}"
         raise SiteError(msg) from None
-    top = _Table(path, "gpuledger", doc.get("gpuledger", {}))
+    top = SiteTable(path, "gpuledger", doc.get("gpuledger", {}))
     unknown_top = sorted(set(doc) - {"gpuledger"})
     if unknown_top:
         msg = (
@@ -541,7 +469,7 @@ def load_site(path: Path | str) -> Site:
     clusters = []
     for name in clusters_table.data:  # type: ignore[union-attr]
         clusters_table.seen.add(name)  # type: ignore[union-attr]
-        clusters.append(_cluster(name, _Table(path, f"gpuledger.clusters.{name}",
+        clusters.append(_cluster(name, SiteTable(path, f"gpuledger.clusters.{name}",
                                               clusters_table.data[name])))  # type: ignore
     dra = parse_dra(top.sub("dra"))  # its Kueue deviceClassMappings count as GPU resources
     resources = [*resources, *dra.gpu_resources()]  # type: ignore[misc]

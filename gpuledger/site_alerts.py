@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from gpuledger.site_table import SiteError
+
 PLACEHOLDERS = {
     "slurm": ("cluster", "job_id", "node", "user", "account"),
     "kubernetes": ("cluster", "namespace", "pod", "pod_uid", "node"),
@@ -107,7 +109,7 @@ def _action(t: Any | None) -> ActionSite:
 
 
 def parse_alerts(t: Any | None, *, schedule_timezone: str = "UTC") -> AlertsSite:
-    """``[gpuledger.alerts]`` (a ``gpuledger.site._Table`` or None) -> ``AlertsSite``."""
+    """``[gpuledger.alerts]`` (a ``gpuledger.site_table.SiteTable`` or None) -> ``AlertsSite``."""
     if t is None:
         return AlertsSite(timezone=schedule_timezone)
     first = t.number("first_warning_minutes", 60.0, minimum=1.0)
@@ -164,7 +166,6 @@ def parse_alerts(t: Any | None, *, schedule_timezone: str = "UTC") -> AlertsSite
     delivery = None
     if any(k in t.data for k in DELIVERY_KEYS):
         from gpuledger.alerts.delivery_config import parse_delivery
-        from gpuledger.site import SiteError
         try:
             delivery = parse_delivery(t.data, where=str(t.path), base_dir=t.path.parent)
         except SiteError:

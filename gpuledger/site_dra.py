@@ -97,7 +97,7 @@ def read_kueue_config(t: Any, path: Path) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def parse_dra(t: Any | None) -> DraSite:
-    """``[gpuledger.dra]`` (a ``gpuledger.site._Table`` or None)."""
+    """``[gpuledger.dra]`` (a ``gpuledger.site_table.SiteTable`` or None)."""
     if t is None:
         return DraSite()
     names = DraNames(drivers=_names(t, "drivers", DEFAULT_DRIVERS),

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuledger.site_table import SiteError
+
 if TYPE_CHECKING:
     from gpuledger.site import Site
     from models.engines import Engine
@@ -68,7 +70,6 @@ def key_line(path: Path, table: str, key: str | None) -> int | None:
 
 
 def _fail(t: Any, key: str, expected: str, found: object, *, table: bool = False) -> None:
-    from gpuledger.site import SiteError
     line = key_line(t.path, t.where, key)
     where = f"{t.path}:{line}" if line else f"{t.path}"
     name = t.where if table else f"{t.where}.{key}"
@@ -77,7 +78,7 @@ def _fail(t: Any, key: str, expected: str, found: object, *, table: bool = False
 
 
 def parse_engine(t: Any | None) -> EngineSite:
-    """``[gpuledger.engine]`` (a ``gpuledger.site._Table`` or None) -> ``EngineSite``."""
+    """``[gpuledger.engine]`` (a ``gpuledger.site_table.SiteTable`` or None) -> ``EngineSite``."""
     if t is None:
         return EngineSite()
     from models.engines.spark_session import MEMORY, master_problem

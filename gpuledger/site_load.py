@@ -20,8 +20,8 @@ import duckdb
 from connectors.gpu_sharing import DEFAULT_NAMES, SharingNames
 from connectors.kubernetes.dra_claims import ClaimRead
 from connectors.kubernetes.kube_api import snapshot_files
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from connectors.kubernetes.prometheus import MetricsSource
 from connectors.secrets import without_credentials
 from gpuledger import k8s_ingest, scontrol_ingest, service, slurm_ingest
 from gpuledger.config import DEFAULT_GPU_RESOURCES

@@ -6,8 +6,9 @@ the HTTP client's config (auth, TLS, timeouts and the cluster's label selector);
 the ``prefix`` such as ``ssh login-node``). Neither opens anything: they only configure.
 """
 
+from connectors.kubernetes.metrics_source import MetricsSource, PrometheusConfig
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from connectors.kubernetes.prometheus import MetricsSource, PrometheusConfig, PrometheusHttpSource
+from connectors.kubernetes.prometheus import PrometheusHttpSource
 from connectors.slurm.commands import CommandRunner
 from connectors.slurm.sanity import SanityLimits
 from gpuledger.site import PrometheusSite, SiteError, SlurmSite

@@ -77,15 +77,15 @@ def import_sacct_file(
         con, observed_at=observed_until or _now(),
         observed_what="the dump's --as-of time" if observed_until else
         "the time of the import (no --as-of given)", charged_until=observed_until, base=limits,
-    )  # fmt: skip
+    )
     try:
         return stream_sacct_file(con, path, delimiter=delimiter, timezone=timezone,
                                  observed_until=observed_until, cluster=cluster,
-                                 limits=limits)  # fmt: skip
+                                 limits=limits)
     except NotStreamable:
         pass
     parsed = parse_sacct(path, delimiter=delimiter, timezone=timezone, source_file=str(path),
-                         cluster=cluster, limits=limits)  # fmt: skip
+                         cluster=cluster, limits=limits)
     return store_sacct(con, parsed, source_file=str(path), observed_until=observed_until,
                        partition_key=str(path))
 
@@ -132,7 +132,7 @@ def ingest_slurm_window(
     observed = _utc_naive(now) if now else _now()  # sacct has answered: what it said holds now
     seen = min(_utc_naive(end), observed)
     limits = sanity_limits(con, observed_at=observed, observed_what="the time of the sacct query",
-                           charged_until=seen, base=limits)  # fmt: skip
+                           charged_until=seen, base=limits)
     label = f"sacct {start_text}..{end_text}"
     parsed = parse_sacct(text, timezone="UTC", source_file=label, limits=limits)
     return store_sacct(

@@ -46,7 +46,7 @@ def inventory_name(namer: NodeNamer) -> Callable[[str], str]:
 
 def sanity_limits(con: duckdb.DuckDBPyConnection, *, observed_at: datetime | None,
                   observed_what: str, charged_until: datetime | None = None,
-                  base: SanityLimits | None = None) -> SanityLimits:  # fmt: skip
+                  base: SanityLimits | None = None) -> SanityLimits:
     """``base`` (the configured limits, else the defaults) with the ledger's node inventory, the
     observation time that times must not pass and how far runs still going are charged
     (connectors.slurm.sanity)."""

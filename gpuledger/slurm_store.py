@@ -103,7 +103,7 @@ def node_models(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 def node_gpu_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """GPUs per node from the inventory (its ``gpu_count``, else its number of GPU rows)."""
     rows = con.execute("SELECT node, coalesce(max(gpu_count), count(*)) FROM nodes "
-                       "GROUP BY node").fetchall()  # fmt: skip
+                       "GROUP BY node").fetchall()
     return {node: int(n) for node, n in rows}
 
 
@@ -130,11 +130,11 @@ def next_load_id(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def finish_load(con: duckdb.DuckDBPyConnection, load_id: int, source_file: str,
-                observed: datetime | None) -> None:  # fmt: skip
+                observed: datetime | None) -> None:
     """Record the load's observation, and forget loads none of whose rows is left (a re-run
     whose every run was the same leaves ``sacct_loads`` as it was)."""
     con.execute("INSERT INTO sacct_loads (load_id, source_file, observed_at) VALUES (?, ?, ?)",
-                [load_id, source_file, observed])  # fmt: skip
+                [load_id, source_file, observed])
     con.execute("DELETE FROM sacct_loads WHERE load_id NOT IN "
                 "(SELECT DISTINCT load_id FROM slurm_runs WHERE load_id IS NOT NULL)")
 
@@ -188,13 +188,13 @@ def fresh_tables(con: duckdb.DuckDBPyConnection) -> dict[str, bool]:
 
 
 def store_runs(con: duckdb.DuckDBPyConnection, runs: pl.DataFrame, per_node: pl.DataFrame,
-               steps: pl.DataFrame, observed: datetime | None) -> int:  # fmt: skip
+               steps: pl.DataFrame, observed: datetime | None) -> int:
     """Runs (with ``observed_until`` and ``load_id``), their per-node rows and steps, observed
     at ``observed``, into the ledger, inside the caller's transaction: appended into empty
     tables, else merged (:func:`merge_runs`). Returns the runs kept because the ledger knows
     them later."""
     frames = ((schema.SLURM_RUNS, runs), (schema.SLURM_NODE_ALLOCATIONS, per_node),
-              (schema.SLURM_STEPS, steps))  # fmt: skip
+              (schema.SLURM_STEPS, steps))
     if all(fresh_tables(con).values()):
         for table, frame in frames:
             append_rows(con, table, frame)
@@ -213,7 +213,7 @@ def store_runs(con: duckdb.DuckDBPyConnection, runs: pl.DataFrame, per_node: pl.
 def _progress(alias: str) -> str:
     """How far a run record has got: 2 ended, 1 started (still going), 0 not started."""
     return (f'(CASE WHEN {alias}."end" IS NOT NULL THEN 2 '
-            f"WHEN {alias}.start IS NOT NULL THEN 1 ELSE 0 END)")  # fmt: skip
+            f"WHEN {alias}.start IS NOT NULL THEN 1 ELSE 0 END)")
 
 
 def stored_is_later(stored: str, stored_seen: str, incoming: str, incoming_seen: str) -> str:
@@ -236,7 +236,7 @@ LATE_RUNS = "sacct: a run of the day changed or arrived after the day was built"
 
 
 def merge_runs(con: duckdb.DuckDBPyConnection, runs: str, per_node: str, steps: str, *,
-               observed: datetime | None) -> int:  # fmt: skip
+               observed: datetime | None) -> int:
     """Merge incoming runs, per-node rows and steps (tables or views with the ledger's columns),
     observed at ``observed``, into the ledger, inside the caller's transaction. Returns the runs
     kept as they were.
@@ -273,7 +273,7 @@ def merge_runs(con: duckdb.DuckDBPyConnection, runs: str, per_node: str, steps: 
         FROM {runs} AS i
         LEFT JOIN slurm_runs AS s ON s.run_key = i.run_key
         LEFT JOIN sacct_loads AS l ON l.load_id = s.load_id
-    """, {"observed": observed})  # fmt: skip
+    """, {"observed": observed})
     try:
         def keys(*kinds: str) -> str:
             listed = ", ".join(f"'{k}'" for k in kinds)
@@ -282,29 +282,29 @@ def merge_runs(con: duckdb.DuckDBPyConnection, runs: str, per_node: str, steps: 
         _mark_changed_days(con, runs, verdicts)  # before the stored records are replaced
         con.execute(f"DELETE FROM slurm_runs WHERE run_key IN {keys('replace')}")
         con.execute(f"INSERT INTO slurm_runs BY NAME SELECT * FROM {runs} "
-                    f"WHERE run_key IN {keys('new', 'replace')}")  # fmt: skip
+                    f"WHERE run_key IN {keys('new', 'replace')}")
         con.execute(f"""
             UPDATE slurm_runs AS t SET observed_until = v.going_until FROM {verdicts} AS v
             WHERE t.run_key = v.run_key AND v.verdict = 'replace' AND t."end" IS NULL
               AND v.going_until > t.observed_until
-        """)  # fmt: skip
+        """)
         renewed = keys("new", "same", "replace")
         con.execute(f"DELETE FROM slurm_node_allocations WHERE run_key IN {renewed}")
         con.execute(f"INSERT INTO slurm_node_allocations BY NAME SELECT * FROM {per_node} "
-                    f"WHERE run_key IN {renewed}")  # fmt: skip
+                    f"WHERE run_key IN {renewed}")
         incoming_steps = f"""(
             SELECT * FROM {steps} AS n
             WHERE n.run_key NOT IN {keys('later')}
                OR (n.run_key IS NULL AND NOT EXISTS (
                    SELECT 1 FROM slurm_steps AS k WHERE k.run_key IS NOT NULL
                    AND k.cluster = n.cluster AND k.step_job_id = n.step_job_id
-                   AND k.start = n.start)))"""  # fmt: skip
+                   AND k.start = n.start)))"""
         if not is_empty(con, schema.SLURM_STEPS):
             con.execute("DELETE FROM slurm_steps WHERE (cluster, step_job_id, start) IN "
                         f"(SELECT DISTINCT cluster, step_job_id, start FROM {incoming_steps})")
         con.execute(f"INSERT INTO slurm_steps BY NAME SELECT * FROM {incoming_steps}")
         return int(con.execute(f"SELECT count(*) FROM {verdicts} WHERE verdict = 'later'")
-                   .fetchone()[0])  # fmt: skip
+                   .fetchone()[0])
     finally:
         con.execute(f"DROP TABLE {verdicts}")
 
@@ -329,7 +329,7 @@ def _mark_changed_days(con: duckdb.DuckDBPyConnection, runs: str, verdicts: str)
         FROM {runs} AS i INNER JOIN {verdicts} AS v USING (run_key)
         INNER JOIN slurm_runs AS s USING (run_key)
         WHERE v.verdict = 'replace' AND coalesce(v.tail_only, FALSE)
-    """, LATE_RUNS)  # fmt: skip
+    """, LATE_RUNS)
 
 
 class OtherKeys(NamedTuple):
@@ -351,7 +351,7 @@ def drop_runs_under_other_keys(con: duckdb.DuckDBPyConnection, source_file: str)
     Costs nothing while no run lacks JobIDRaw.
     """
     if con.execute("SELECT count(*) FROM (SELECT 1 FROM slurm_runs WHERE job_id_raw IS NULL "
-                   "LIMIT 1)").fetchone()[0] == 0:  # fmt: skip
+                   "LIMIT 1)").fetchone()[0] == 0:
         return OtherKeys(0, 0)
     pairs = con.execute(
         f"""
@@ -366,7 +366,7 @@ def drop_runs_under_other_keys(con: duckdb.DuckDBPyConnection, source_file: str)
         LEFT JOIN sacct_loads AS lm ON lm.load_id = m.load_id
         LEFT JOIN sacct_loads AS lo ON lo.load_id = o.load_id
         WHERE m.source_file = ?
-        """, [source_file]).fetchall()  # fmt: skip
+        """, [source_file]).fetchall()
     replaced = sorted({o for _, o, other_later in pairs if not other_later})
     dropped = sorted({m for m, _, other_later in pairs if other_later})
     stale = replaced + dropped

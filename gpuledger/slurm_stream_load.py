@@ -147,7 +147,7 @@ class _Targets:
 def stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter: str | None,
                       timezone: str, observed_until: datetime | None,
                       cluster: str | None = None,
-                      limits: SanityLimits | None = None) -> SlurmLoad:  # fmt: skip
+                      limits: SanityLimits | None = None) -> SlurmLoad:
     """:func:`import_sacct_file` batch by batch: parse the next batch while loading this one.
 
     Same result as :func:`store_sacct` of :func:`parse_sacct`, or :class:`NotStreamable` (inside
@@ -165,13 +165,13 @@ def stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter: 
         fresh = fresh_tables(con)
         targets = _Targets.open(con, direct=all(fresh.values()))
         con.execute("DELETE FROM rejects WHERE source = 'sacct' AND source_file = ?",
-                    [source_file])  # fmt: skip
+                    [source_file])
         batches = iter_sacct_batches(path, delimiter=delimiter, timezone=timezone,
                                      source_file=source_file, cluster=cluster,
-                                     limits=limits)  # fmt: skip
+                                     limits=limits)
         # runs still going are held back only when nothing of theirs can already be there
         prepared = _prepare(batches, given, models, hold=given is None and targets.direct,
-                            namer=namer, targets=targets, load_id=load_id)  # fmt: skip
+                            namer=namer, targets=targets, load_id=load_id)
         if PREFETCH:
             with _Prefetch(prepared) as stream:
                 for prep in stream:
@@ -190,13 +190,13 @@ def stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter: 
         if targets.direct:
             if done.held:
                 append_rows(con, schema.SLURM_RUNS,
-                            observed_rows(pl.concat(done.held), until, load_id))  # fmt: skip
+                            observed_rows(pl.concat(done.held), until, load_id))
         else:
             if given is None:  # runs still going are charged up to the dump's latest instant
                 con.execute(f'UPDATE {targets.runs.name} SET observed_until = ? '
-                            'WHERE "end" IS NULL', [until])  # fmt: skip
+                            'WHERE "end" IS NULL', [until])
             kept = merge_runs(con, targets.runs.name, targets.per_node.name, targets.steps.name,
-                              observed=until)  # fmt: skip
+                              observed=until)
             targets.close(con)
         record_names(con, namer, "sacct")  # the parsing thread is done with the namer
         kept += drop_runs_under_other_keys(con, source_file).kept
@@ -207,7 +207,7 @@ def stream_sacct_file(con: duckdb.DuckDBPyConnection, path: Path, *, delimiter: 
             rows_loaded=done.runs + done.steps, rows_rejected=len(done.rejects), atomic=False,
         )
     return SlurmLoad("sacct", done.runs, done.steps, done.nodes, tuple(done.rejects), done.lines,
-                     kept, source_file)  # fmt: skip
+                     kept, source_file)
 
 
 #: Parse the next batch in a thread while this one loads.
@@ -267,7 +267,7 @@ class _Prepared:
 
 def _prepare(batches: Iterable[SacctBatch], given: datetime | None, models: dict[str, str],
              *, hold: bool, targets: _Targets, load_id: int,
-             namer: NodeNamer | None = None) -> Iterator[_Prepared]:  # fmt: skip
+             namer: NodeNamer | None = None) -> Iterator[_Prepared]:
     """Canonical node names, per-node rows, ``observed_until`` where known (``given``; for runs
     still going else set when the load ends), ``load_id``, the Arrow tables to append."""
     latest: datetime | None = None
@@ -287,11 +287,11 @@ def _prepare(batches: Iterable[SacctBatch], given: datetime | None, models: dict
         yield _Prepared(batch, per_node.height, held, latest,
                         ledger_arrow(targets.runs, runs),
                         ledger_arrow(targets.per_node, per_node),
-                        ledger_arrow(targets.steps, batch.steps))  # fmt: skip
+                        ledger_arrow(targets.steps, batch.steps))
 
 
 def _load_batch(con: duckdb.DuckDBPyConnection, prep: _Prepared, done: _Streamed,
-                targets: _Targets) -> None:  # fmt: skip
+                targets: _Targets) -> None:
     batch = prep.batch
     done.latest = prep.latest
     append_rows(con, targets.runs, prep.runs_arrow)

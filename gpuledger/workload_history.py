@@ -51,7 +51,7 @@ from connectors.kubernetes.workload_snapshot import (
     WorkloadSnapshot,
     read_workload_snapshot,
 )
-from gpuledger.service import LoadResult, _register_file, _store_rejects
+from gpuledger.loads import LoadResult, register_file, store_rejects
 from gpuledger.site import KueueSite
 from models import schema
 from models.runner import record_ingest, replace_rows, transaction
@@ -92,7 +92,7 @@ def _listed_uids(snap: WorkloadSnapshot) -> list[str]:
 
 
 def _history_frame(snap: WorkloadSnapshot, cluster: str, at: datetime,
-                   source_file: str) -> pl.DataFrame:  # fmt: skip
+                   source_file: str) -> pl.DataFrame:
     return snap.raw.select(
         pl.lit(cluster).alias("cluster"), "uid", "namespace", "name",
         pl.col("object_json").str.json_path_match("$.metadata.resourceVersion")
@@ -110,7 +110,7 @@ def _history_frame(snap: WorkloadSnapshot, cluster: str, at: datetime,
 
 def observe(con: duckdb.DuckDBPyConnection, snap: WorkloadSnapshot, *, cluster: str,
             observed_at: datetime, source_file: str, namespace: str = "",
-            gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> Observation:  # fmt: skip
+            gpu_resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> Observation:
     """Store one observation in the history and refresh ``kueue_workloads`` from it.
 
     Joins the caller's transaction. ``namespace``: the list covered only that namespace, so
@@ -157,7 +157,7 @@ def observe(con: duckdb.DuckDBPyConnection, snap: WorkloadSnapshot, *, cluster: 
 
 def _refresh_current(con: duckdb.DuckDBPyConnection, snap: WorkloadSnapshot,
                      frame: pl.DataFrame, cluster: str,
-                     gpu_resources: Sequence[str]) -> None:  # fmt: skip
+                     gpu_resources: Sequence[str]) -> None:
     """``kueue_workloads`` and ``_raw`` := the latest state of each uid the snapshot read."""
     uids = snap.raw["uid"].to_list()
     if not uids:
@@ -220,8 +220,8 @@ def store_snapshot(
         # rejects of this file from before the two tables were filled by one read
         con.execute("DELETE FROM rejects WHERE source = 'kueue_workload_conditions' "
                     "AND source_file = ?", [name])
-        _store_rejects(con, REJECT_SOURCE, path, snap.rejects, atomic=False)
-        _register_file(con, REJECT_SOURCE, path, listed, atomic=False)
+        store_rejects(con, REJECT_SOURCE, path, snap.rejects, atomic=False)
+        register_file(con, REJECT_SOURCE, path, listed, atomic=False)
         record_ingest(con, source=REJECT_SOURCE, partition_key=name, window_start=at,
                       window_end=at, rows_loaded=snap.raw.height,
                       rows_rejected=len(snap.rejects), atomic=False,

@@ -7,13 +7,17 @@ nothing when its inputs did not change.
 import os
 import socket
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import duckdb
 
 from models import load_sql
+from models.closing import settle_adjustments
 from models.engines import DUCKDB_ENGINE, Engine
 from models.lake_changes import mark_days
+from models.pricing import create_rate_choice
 from models.runner import transaction
+from models.scalars import one_row, scalar
 from models.schema import BUILDS_UNFINISHED, BUILT_DAYS, DAYS_TO_REBUILD
 
 # Domain staging models, unioned into the view stg_allocations (same column layout).
@@ -21,7 +25,7 @@ STAGING_MODELS = ("stg_slurm_allocations", "stg_kubernetes_allocations")
 
 
 def begin_build(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date
-                ) -> datetime:  # fmt: skip
+                ) -> datetime:
     """Mark a build of ``first_day`` .. ``last_day`` as started (committed at once): until
     :func:`finish_build`, the derived tables may disagree and publishing is refused."""
     started = datetime.now(UTC).replace(tzinfo=None)
@@ -46,11 +50,11 @@ def finish_build(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date
         con.execute(f"INSERT INTO {BUILT_DAYS.name} SELECT d::DATE, ? FROM "
                     "generate_series(?::DATE, ?::DATE, INTERVAL 1 DAY) AS t(d)",
                     [now, first_day, last_day])
-        return cleared
+        return int(cleared)
 
 
 def days_to_build(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date
-                  ) -> tuple[date, date]:  # fmt: skip
+                  ) -> tuple[date, date]:
     """The days a build asked for ``first_day`` .. ``last_day`` rebuilds: those, the built days
     a load marked since (``days_to_rebuild``: :func:`mark_days_to_rebuild`), every day between,
     and the day on either side when an earlier build made it. That day's figures read these
@@ -58,7 +62,7 @@ def days_to_build(con: duckdb.DuckDBPyConnection, first_day: date, last_day: dat
     day's first samples, a pod or incident open across midnight. A build of the days is how
     their data lands (a Dagster partition, ``gpuledger build``), so the neighbours built before
     it are rebuilt with it, and the days give one ledger whatever order they come in."""
-    marked = con.execute(f"SELECT min(day), max(day) FROM {DAYS_TO_REBUILD.name}").fetchone()
+    marked = one_row(con, f"SELECT min(day), max(day) FROM {DAYS_TO_REBUILD.name}")
     if marked[0] is not None:
         first_day, last_day = min(first_day, marked[0]), max(last_day, marked[1])
     before, after = first_day - timedelta(days=1), last_day + timedelta(days=1)
@@ -69,19 +73,19 @@ def days_to_build(con: duckdb.DuckDBPyConnection, first_day: date, last_day: dat
 
 
 def mark_days_to_rebuild(con: duckdb.DuckDBPyConnection, spans: str, reason: str,
-                         params: dict | None = None) -> int:  # fmt: skip
+                         params: dict[str, Any] | None = None) -> int:
     """Mark the built days that the intervals ``spans`` selects (columns ``start_ts``,
     ``end_ts``: TIMESTAMP, half-open) touch as to be rebuilt, for ``reason``; inside the
     caller's transaction (a load's). Days not built yet need no mark: their first build reads
     the data. Returns the days newly marked."""
     now = datetime.now(UTC).replace(tzinfo=None)
-    return con.execute(
+    return int(con.execute(
         f"INSERT INTO {DAYS_TO_REBUILD.name} SELECT DISTINCT b.day, $reason, $now "
         f"FROM ({spans}) AS s INNER JOIN {BUILT_DAYS.name} AS b "
         "ON b.day >= CAST(s.start_ts AS DATE) AND b.day < s.end_ts "
         f"WHERE s.end_ts > s.start_ts AND NOT EXISTS (SELECT 1 FROM {DAYS_TO_REBUILD.name} "
         "AS d WHERE d.day = b.day AND d.reason = $reason)",
-        {**(params or {}), "reason": reason, "now": now}).fetchall()[0][0]
+        {**(params or {}), "reason": reason, "now": now}).fetchall()[0][0])
 
 
 def open_build_days(con: duckdb.DuckDBPyConnection, day: date) -> tuple[date, date]:
@@ -109,10 +113,9 @@ def create_staging_view(con: duckdb.DuckDBPyConnection) -> None:
 def data_days(con: duckdb.DuckDBPyConnection) -> tuple[date | None, date | None]:
     """First and last UTC day any staged allocation touches."""
     create_staging_view(con)
-    first, last = con.execute(
-        "SELECT min(start_ts)::DATE, (max(end_ts) - INTERVAL 1 MICROSECOND)::DATE "
-        "FROM stg_allocations"
-    ).fetchone()
+    first, last = one_row(
+        con, "SELECT min(start_ts)::DATE, (max(end_ts) - INTERVAL 1 MICROSECOND)::DATE "
+        "FROM stg_allocations")
     return first, last
 
 
@@ -137,12 +140,12 @@ def build_allocations(con: duckdb.DuckDBPyConnection, first_day: date, last_day:
     with transaction(con):
         con.execute("DELETE FROM allocations WHERE day >= ? AND day <= ?", [first_day, last_day])
         con.execute(f"INSERT INTO allocations BY NAME {load_sql('allocations')}")
-        rows = con.execute(
+        rows = scalar(con,
             "SELECT count(*) FROM allocations WHERE day >= ? AND day <= ?", [first_day, last_day]
-        ).fetchone()[0]
+        )
     for temp in ("alloc_shares", "resolved_identity", "alloc_pieces"):
         con.execute(f"DROP TABLE IF EXISTS {temp}")
-    return rows
+    return int(rows)
 
 
 # Tables build_gpu_usage_hourly rewrites per UTC day, in order (each reads the one before).
@@ -159,7 +162,7 @@ READING_MARGIN = timedelta(hours=1)
 
 
 def create_usage_matches(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date,
-                         engine: Engine = DUCKDB_ENGINE) -> None:  # fmt: skip
+                         engine: Engine = DUCKDB_ENGINE) -> None:
     """Temp tables ``usage_samples`` (dcgm readings with their spans), ``usage_span_matches``
     (which allocations row of ``first_day`` .. ``last_day`` took which reading) and
     ``usage_matched`` (those readings per allocation and GPU-hour), made by ``engine``
@@ -207,7 +210,7 @@ def build_gpu_usage_hourly(
 
 
 def _build_usage_days(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date,
-                      engine: Engine) -> int:  # fmt: skip
+                      engine: Engine) -> int:
     """One pass of :func:`build_gpu_usage_hourly` over ``first_day`` .. ``last_day``."""
     end_day = last_day + timedelta(days=1)
     create_staging_view(con)  # slinky_slurm_names, which node_usage_hourly reads
@@ -221,13 +224,13 @@ def _build_usage_days(con: duckdb.DuckDBPyConnection, first_day: date, last_day:
                 engine.insert(con, table_name, load_sql(model),
                               {"first_day": first_day, "end_day": end_day})
             build_conservation(con, first_day, end_day)
-            rows = con.execute(
+            rows = scalar(con,
                 "SELECT count(*) FROM gpu_usage_hourly WHERE day >= ? AND day < ?",
                 [first_day, end_day],
-            ).fetchone()[0]
+            )
     finally:
         engine.drop_temps(con, ("usage_matched", "usage_span_matches", "usage_samples"))
-    return rows
+    return int(rows)
 
 
 def build_conservation(con: duckdb.DuckDBPyConnection, first_day: date, end_day: date) -> None:
@@ -267,22 +270,11 @@ def _period_bounds(first_day: date, last_day: date, kind: str) -> tuple[date, da
     return start, following
 
 
-def create_rate_choice(con: duckdb.DuckDBPyConnection, keys_select: str,
-                       params: dict[str, object] | None = None) -> None:  # fmt: skip
-    """Temp table ``rate_choice``: the rate of each (day, domain, gpu_model, qos) that
-    ``keys_select`` gives, by the one rate precedence (``rate_for_allocation.sql``) that the
-    invoice lines and the incidents' cost both use."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE rate_keys AS {keys_select}", params or {})
-    con.execute(f"CREATE OR REPLACE TEMP TABLE rate_choice AS {load_sql('rate_for_allocation')}")
-
-
 def build_chargeback(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date, *,
-                     run: str | None = None) -> int:  # fmt: skip
+                     run: str | None = None) -> int:
     """Rebuild the invoice lines of every day, ISO week and month touching the given days, and
     settle what late data changed in closed weeks as adjustment lines of the next open week
     (``models/closing.py``; ``run`` names who rebuilt, kept on new adjustment lines)."""
-    from models.closing import settle_adjustments  # closing reads the lines built here
-
     bounds = [_period_bounds(first_day, last_day, kind) for kind in ("day", "week", "month")]
     # a MIG profile can be priced itself (rate card gpu_model = the profile): its key too
     create_rate_choice(
@@ -306,10 +298,10 @@ def build_chargeback(con: duckdb.DuckDBPyConnection, first_day: date, last_day: 
                 f"INSERT INTO chargeback_periods BY NAME {load_sql('chargeback')}",
                 {"period_kind": kind, "first_day": start, "end_day": end},
             )
-            rows += con.execute(
+            rows += scalar(con,
                 "SELECT count(*) FROM chargeback_periods WHERE period_kind = ? "
                 "AND period_start >= ? AND period_start < ?", [kind, start, end],
-            ).fetchone()[0]
+            )
         settle_adjustments(con, run=run)
         # shared GPUs per day, priced with the same rate_choice (docs/shared-gpus.md)
         con.execute("DELETE FROM shared_gpu_daily WHERE day >= ? AND day <= ?",

@@ -15,6 +15,8 @@ from datetime import date, datetime, timedelta
 import duckdb
 
 from models import load_sql
+from models.pricing import create_rate_choice
+from models.scalars import one_row, scalar
 from models.schema import CLOSED_PERIODS, FROZEN_ALLOCATION_CHARGES
 
 #: the FOCUS columns first, then ours (x_), as FOCUS's column handling asks
@@ -125,8 +127,6 @@ def create_charges(con: duckdb.DuckDBPyConnection, first: date, end: date,
                    table: str = "focus_ledger_charges") -> None:
     """Temp table ``table``: the ledger's charged pieces on the days [first, end)
     (``focus_charges.sql``), priced by the invoice lines' own rule."""
-    from models.build import create_rate_choice
-
     create_rate_choice(
         con, "SELECT day, domain, gpu_model, qos FROM allocations "
         "WHERE day >= $first AND day < $end UNION ALL SELECT day, domain, slice_profile, qos "
@@ -151,16 +151,16 @@ def freeze_charges(con: duckdb.DuckDBPyConnection, period: str, revision: int,
     con.execute(
         f"INSERT INTO {FROZEN_ALLOCATION_CHARGES.name} (closed_period, revision, {columns}) "
         f"SELECT ?, ?, {columns} FROM focus_freeze_charges", [period, revision])
-    count = con.execute("SELECT count(*) FROM focus_freeze_charges").fetchone()[0]
+    count = scalar(con, "SELECT count(*) FROM focus_freeze_charges")
     con.execute("DROP TABLE IF EXISTS focus_freeze_charges")
-    return count
+    return int(count)
 
 
 def _frozen_table(con: duckdb.DuckDBPyConnection) -> str:
     """The frozen charges, or an empty stand-in on a ledger from before that table (read-only
     readers cannot create it)."""
-    exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? "
-                         "AND NOT temporary", [FROZEN_ALLOCATION_CHARGES.name]).fetchone()[0]
+    exists = scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? "
+                         "AND NOT temporary", [FROZEN_ALLOCATION_CHARGES.name])
     if exists:
         return FROZEN_ALLOCATION_CHARGES.name
     con.execute(FROZEN_ALLOCATION_CHARGES.ddl().replace(
@@ -174,14 +174,14 @@ def _closes(con: duckdb.DuckDBPyConnection, weeks: list[date],
     """Monday -> (latest revision, whether its pieces were frozen) of the closed ones."""
     out: dict[date, tuple[int, bool]] = {}
     for monday in weeks:
-        row = con.execute(
-            f"SELECT max(revision) FROM {CLOSED_PERIODS.name} WHERE period = ?",
-            [_week_name(monday)]).fetchone()
+        row = one_row(
+            con, f"SELECT max(revision) FROM {CLOSED_PERIODS.name} WHERE period = ?",
+            [_week_name(monday)])
         if row[0] is None:
             continue
-        frozen = con.execute(
+        frozen = scalar(con,
             f"SELECT count(*) > 0 FROM {frozen_table} "
-            "WHERE closed_period = ? AND revision = ?", [_week_name(monday), row[0]]).fetchone()[0]
+            "WHERE closed_period = ? AND revision = ?", [_week_name(monday), row[0]])
         out[monday] = (int(row[0]), bool(frozen))
     return out
 
@@ -258,11 +258,11 @@ def build_focus_rows(con: duckdb.DuckDBPyConnection, period: FocusPeriod,
     con.execute(f"CREATE OR REPLACE TEMP TABLE {ROWS_TABLE} AS SELECT {typed} FROM ({union}) "
                 "ORDER BY ChargePeriodStart, x_InvoiceLineKey, ResourceId, x_Node, "
                 "x_AllocationStart, x_CorrectedPeriod", params)
-    counts = con.execute(
-        f"SELECT count(*), count(*) FILTER (WHERE x_Source IN ('ledger', 'frozen')), "
+    counts = one_row(
+        con, f"SELECT count(*), count(*) FILTER (WHERE x_Source IN ('ledger', 'frozen')), "
         "count(*) FILTER (WHERE ChargeClass = 'Correction'), "
         "count(*) FILTER (WHERE x_Source = 'frozen_line'), "
-        f"count(*) FILTER (WHERE x_Unpriced) FROM {ROWS_TABLE}").fetchone()
+        f"count(*) FILTER (WHERE x_Unpriced) FROM {ROWS_TABLE}")
     if counts[4]:
         warnings.append(
             f"{counts[4]} rows of {period} have no rate on the rate card: BilledCost 0 "
@@ -270,8 +270,7 @@ def build_focus_rows(con: duckdb.DuckDBPyConnection, period: FocusPeriod,
         if fallback == NO_CURRENCY:
             warnings.append(f"{period}: no row is priced and [gpuledger.focus] currency is not "
                             f"set: BillingCurrency {NO_CURRENCY} (ISO 4217: no currency)")
-    missing = con.execute(f"SELECT count(*) FROM {ROWS_TABLE} WHERE BillingCurrency IS NULL"
-                          ).fetchone()[0]
+    missing = scalar(con, f"SELECT count(*) FROM {ROWS_TABLE} WHERE BillingCurrency IS NULL")
     if missing:
         msg = (f"expected one currency for the {missing} unpriced rows of {period}, found "
                "none or several among the priced rows: set [gpuledger.focus] currency = "
@@ -280,7 +279,8 @@ def build_focus_rows(con: duckdb.DuckDBPyConnection, period: FocusPeriod,
     for temp in ("focus_input", "focus_line_weeks", "focus_frozen_weeks",
                  "focus_no_frozen_charges"):
         con.execute(f"DROP TABLE IF EXISTS {temp}")
-    return FocusRows(period, *counts, warnings=warnings)
+    rows, usage, corrections, line_grain, unpriced = counts
+    return FocusRows(period, rows, usage, corrections, line_grain, unpriced, warnings=warnings)
 
 
 #: rows (one per invoice line of a week) where the FOCUS rows do not add up to the invoice

@@ -16,13 +16,16 @@ The detectors read one day more on each side of the days rebuilt.
 import re
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time, timedelta
+from typing import Any
 
 import duckdb
 
 from models import load_sql
-from models.build import create_rate_choice, create_staging_view
+from models.build import create_staging_view
 from models.engines import DUCKDB_ENGINE, Engine
+from models.pricing import create_rate_choice
 from models.runner import transaction
+from models.scalars import scalar
 
 DEFAULT_IDLE_THRESHOLD = 0.05  # busy fraction strictly below this is idle
 DEFAULT_IDLE_MIN_MINUTES = 30  # shorter idle periods (warm-ups, pauses) are no incident
@@ -119,7 +122,7 @@ def idle_rules_with(rules: IdleRules | None, zero_threshold: float | None = None
     """The site's rules (or the defaults) with a zero rule given on the command line or in run
     config applied to every policy: a flag says "for this build, this rule everywhere"."""
     rules = rules or IdleRules()
-    changes = {k: v for k, v in (("zero_threshold", zero_threshold),
+    changes: dict[str, Any] = {k: v for k, v in (("zero_threshold", zero_threshold),
                                  ("zero_minutes", zero_minutes)) if v is not None}
     if not changes:
         return rules
@@ -172,9 +175,9 @@ def _run(con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, object]) ->
 
 def scrape_tolerance(con: duckdb.DuckDBPyConnection, start: datetime, end: datetime) -> int:
     """The Kubernetes scrape interval in ``[start, end)`` (pod starts and ends are known to it)."""
-    value = con.execute(
+    value = scalar(con,
         "SELECT coalesce(max(scrape_interval_s), 0) FROM k8s_pod_allocations "
-        "WHERE start_ts < ? AND end_ts > ?", [end, start]).fetchone()[0]
+        "WHERE start_ts < ? AND end_ts > ?", [end, start])
     return int(value)
 
 
@@ -182,10 +185,10 @@ def carry_first_day(con: duckdb.DuckDBPyConnection, first_day: date) -> date:
     """The first day a build starting on ``first_day`` rebuilds: the day before, or the start
     day of an earlier incident still open at ``first_day``'s midnight (at most CARRY_DAYS)."""
     midnight = datetime.combine(first_day, time())
-    earliest = con.execute(
+    earliest = scalar(con,
         "SELECT min(day) FROM incidents WHERE day < ? AND day >= ? AND end_ts >= ?",
         [first_day - MARGIN, first_day - timedelta(days=CARRY_DAYS),
-         midnight - CARRY_SLACK]).fetchone()[0]
+         midnight - CARRY_SLACK])
     return min(first_day - MARGIN, earliest) if earliest else first_day - MARGIN
 
 
@@ -244,8 +247,8 @@ def build_incidents(
     _idle_policy_table(con, idle_rules)
     # detect_idle builds the window rule's time line only when a policy has the rule (read from
     # the table the SQL reads; a constant, so the plan drops the branch it does not take)
-    values["window_rule"] = bool(con.execute(
-        "SELECT coalesce(bool_or(window_seconds > 0), false) FROM idle_policy").fetchone()[0])
+    values["window_rule"] = bool(scalar(con,
+        "SELECT coalesce(bool_or(window_seconds > 0), false) FROM idle_policy"))
     # the one node sweep (node_holding_segments.sql) of the scan days, for detect_over_capacity
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE holding_segments AS {load_sql('node_holding_segments')}",
@@ -271,8 +274,8 @@ def build_incidents(
         by_kind = dict(con.execute(
             "SELECT kind, count(*) FROM incidents WHERE day >= ? AND day <= ? GROUP BY kind",
             [asked_first, last_day]).fetchall())
-        pairs = con.execute("SELECT count(*) FROM bridge_pairs WHERE day >= ? AND day <= ?",
-                            [asked_first, last_day]).fetchone()[0]
+        pairs = scalar(con, "SELECT count(*) FROM bridge_pairs WHERE day >= ? AND day <= ?",
+                            [asked_first, last_day])
     engine.drop_temps(con, (t for t, _ in DETECTORS))
     for temp in ("rate_choice", "rate_keys", "idle_policy", "holding_segments"):
         con.execute(f"DROP TABLE IF EXISTS {temp}")

@@ -11,6 +11,7 @@ import duckdb
 
 from models import load_sql
 from models.runner import transaction
+from models.scalars import scalar
 from models.schema import KUEUE_QUOTA_HOURLY, KUEUE_QUOTA_WEEKLY
 
 
@@ -31,5 +32,5 @@ def build_kueue_quota(con: duckdb.DuckDBPyConnection, first_day: date, last_day:
         con.execute(f"INSERT INTO {KUEUE_QUOTA_WEEKLY.name} BY NAME "
                     f"{load_sql('kueue_quota_weekly')}",
                     {"first_week": first_week, "end_week": end_week})
-        return con.execute(f"SELECT count(*) FROM {KUEUE_QUOTA_HOURLY.name} "
-                           "WHERE day >= ? AND day < ?", [first_day, end_day]).fetchone()[0]
+        return int(scalar(con, f"SELECT count(*) FROM {KUEUE_QUOTA_HOURLY.name} "
+                           "WHERE day >= ? AND day < ?", [first_day, end_day]))

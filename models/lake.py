@@ -109,7 +109,7 @@ def lake_table_glob(root: Path, table_name: str) -> str:
 
 #: Characters Hive (and Spark, Trino) escape in a partition value: FileUtils.escapePathName.
 _HIVE_ESCAPED = frozenset([chr(c) for c in range(1, 0x20)]
-                          + list('"#%\'*/:=?\\\x7f{[]^'))  # fmt: skip
+                          + list('"#%\'*/:=?\\\x7f{[]^'))
 
 
 def hive_escape(value: str | None) -> str:

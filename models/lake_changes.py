@@ -16,6 +16,12 @@ from models.lake import LAKE_BY_NAME, LakeTable
 from models.schema import LAKE_CHANGES
 
 
+def _frame(table: pa.Table) -> pl.DataFrame:
+    """An Arrow table as a Polars frame (``pl.from_arrow`` of a table is always a frame)."""
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
 def lake_table(name: str) -> LakeTable | None:
     return LAKE_BY_NAME.get(name)
 
@@ -25,7 +31,7 @@ def mark_frame(con: duckdb.DuckDBPyConnection, table_name: str, table: pa.Table)
     lake = lake_table(table_name)
     if lake is None or table.num_rows == 0:
         return
-    frame = pl.from_arrow(table.select(["cluster", lake.day_column]))
+    frame = _frame(table.select(["cluster", lake.day_column]))
     day = pl.col(lake.day_column)
     if not lake.has_day:
         day = day.dt.date()
@@ -33,7 +39,7 @@ def mark_frame(con: duckdb.DuckDBPyConnection, table_name: str, table: pa.Table)
 
 
 def delete_marked(con: duckdb.DuckDBPyConnection, table_name: str, where: str,
-                  params: list[Any]) -> int:  # fmt: skip
+                  params: list[Any]) -> int:
     """``DELETE FROM table_name WHERE where``, marking the partitions of the rows removed."""
     lake = lake_table(table_name)
     if lake is None:
@@ -44,12 +50,12 @@ def delete_marked(con: duckdb.DuckDBPyConnection, table_name: str, where: str,
     if not isinstance(gone, pa.Table):  # a RecordBatchReader on some versions
         gone = gone.read_all()
     if gone.num_rows:
-        _insert(con, lake, pl.from_arrow(gone).unique())
-    return gone.num_rows
+        _insert(con, lake, _frame(gone).unique())
+    return int(gone.num_rows)
 
 
 def mark_days(con: duckdb.DuckDBPyConnection, table_name: str, first_day: date,
-              end_day: date, cluster: str | None = None) -> None:  # fmt: skip
+              end_day: date, cluster: str | None = None) -> None:
     """Mark the days ``[first_day, end_day)`` of ``table_name`` (of ``cluster``, else of every
     cluster) as rewritten; a table outside the lake is ignored."""
     lake = lake_table(table_name)
@@ -61,7 +67,7 @@ def mark_days(con: duckdb.DuckDBPyConnection, table_name: str, first_day: date,
 
 
 def mark_span(con: duckdb.DuckDBPyConnection, table_name: str, cluster: str | None,
-              start: Any, end: Any) -> None:  # fmt: skip
+              start: Any, end: Any) -> None:
     """Mark the days a half-open time span ``[start, end)`` touches."""
     if start is None or end is None or end <= start:
         return

@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -41,6 +42,7 @@ from models.lake import (
     partition_relpath,
     sql_string,
 )
+from models.scalars import scalar
 from models.schema import LAKE_CHANGES
 
 #: How long a replaced partition file stays readable after the swap that stopped serving it.
@@ -123,7 +125,7 @@ def _staging_path(root: Path, suffix: str = ".parquet") -> Path:
 
 
 def sync_lake(con: duckdb.DuckDBPyConnection, root: Path,
-              only: Collection[str] | None = None) -> LakeSync:  # fmt: skip
+              only: Collection[str] | None = None) -> LakeSync:
     """Rewrite the marked partitions (all of them when there is no lake yet, or a table's
     rows or columns disagree with its catalog), write the catalog, clear the marks.
 
@@ -145,7 +147,7 @@ def sync_lake(con: duckdb.DuckDBPyConnection, root: Path,
                 shutil.rmtree(aside, ignore_errors=True)
     listed = ", ".join(sql_string(n) for n in names) or "NULL"
     marks = con.execute(f"SELECT DISTINCT table_name, cluster, day FROM {LAKE_CHANGES.name} "
-                        f"WHERE table_name IN ({listed})").fetchall()  # fmt: skip
+                        f"WHERE table_name IN ({listed})").fetchall()
     retired: list[str] = []
     counts = [0, 0]  # partitions written, removed
     before = dict(catalog)
@@ -179,12 +181,12 @@ def _write_all(con: duckdb.DuckDBPyConnection, root: Path, lake: LakeTable, keys
 
 
 def _disagrees(con: duckdb.DuckDBPyConnection, lake: LakeTable, catalog: dict[Key, Partition]
-               ) -> bool:  # fmt: skip
+               ) -> bool:
     """Whether the table's row count (from DuckDB's metadata, no scan) or columns differ from
     its partitions'."""
     signature = columns_signature(lake.table)
     mine = [p for p in catalog.values() if p.table_name == lake.name]
-    count = con.execute(f"SELECT count(*) FROM {lake.name}").fetchone()[0]
+    count = scalar(con, f"SELECT count(*) FROM {lake.name}")
     held = sum(p.rows for p in mine)
     if count == held and all(p.columns == signature for p in mine):
         return False
@@ -193,12 +195,12 @@ def _disagrees(con: duckdb.DuckDBPyConnection, lake: LakeTable, catalog: dict[Ke
     return True
 
 
-def _order(key: Key) -> tuple:
+def _order(key: Key) -> tuple[Any, ...]:
     return (key[1] or "", key[2] or date.min)
 
 
-def _resolve(con: duckdb.DuckDBPyConnection, marks: Iterable[tuple], catalog: dict,
-             full: list[str]) -> dict[str, set[Key]]:  # fmt: skip
+def _resolve(con: duckdb.DuckDBPyConnection, marks: Iterable[tuple[Any, ...]],
+             catalog: dict[Key, Partition], full: list[str]) -> dict[str, set[Key]]:
     """Marks -> partitions per table; a mark without a cluster is every cluster of its day
     that the table or the catalog holds."""
     todo: dict[str, set[Key]] = {}
@@ -225,8 +227,8 @@ def _resolve(con: duckdb.DuckDBPyConnection, marks: Iterable[tuple], catalog: di
     return todo
 
 
-def _all_partitions(con: duckdb.DuckDBPyConnection, lake: LakeTable, catalog: dict
-                    ) -> set[Key]:  # fmt: skip
+def _all_partitions(con: duckdb.DuckDBPyConnection, lake: LakeTable,
+                    catalog: dict[Key, Partition]) -> set[Key]:
     found = con.execute(f"SELECT DISTINCT cluster, {lake.day_sql()} FROM {lake.name}").fetchall()
     return ({(lake.name, c, d) for c, d in found}
             | {k for k in catalog if k[0] == lake.name})
@@ -234,7 +236,7 @@ def _all_partitions(con: duckdb.DuckDBPyConnection, lake: LakeTable, catalog: di
 
 def _write_partition(con: duckdb.DuckDBPyConnection, root: Path, lake: LakeTable,
                      cluster: str | None, day: date | None, catalog: dict[Key, Partition],
-                     retired: list[str]) -> int:  # fmt: skip
+                     retired: list[str]) -> int:
     """Write one partition (1) or remove it when it holds no row any more (0)."""
     key = (lake.name, cluster, day)
     old = catalog.get(key)
@@ -244,9 +246,9 @@ def _write_partition(con: duckdb.DuckDBPyConnection, root: Path, lake: LakeTable
     cols = ", ".join(f'"{c}"' for c in lake.file_columns)
     literal = str(staging).replace("'", "''")
     try:
-        rows = con.execute(f"COPY (SELECT {cols} FROM {lake.name} WHERE "
+        rows = scalar(con, f"COPY (SELECT {cols} FROM {lake.name} WHERE "
                            f"{lake.partition_sql(cluster, day)}) TO '{literal}' "
-                           "(FORMAT parquet)").fetchone()[0]
+                           "(FORMAT parquet)")
         if rows == 0:
             staging.unlink(missing_ok=True)
             if old is not None:
@@ -283,7 +285,7 @@ def _remove_empty_dirs(path: Path, stop: Path) -> None:
         path = path.parent
 
 
-def _read_retired(root: Path) -> list[dict]:
+def _read_retired(root: Path) -> list[dict[str, Any]]:
     path = root / RETIRED_FILE
     if not path.is_file():
         return []
@@ -292,7 +294,7 @@ def _read_retired(root: Path) -> list[dict]:
              "unserved_at": r.get("unserved_at")} for r in table.to_pylist()]
 
 
-def _write_retired(root: Path, entries: list[dict]) -> None:
+def _write_retired(root: Path, entries: list[dict[str, Any]]) -> None:
     _write_small_parquet(root, RETIRED_FILE, pa.Table.from_pylist(entries, schema=RETIRED_SCHEMA))
 
 
@@ -321,7 +323,7 @@ def settle_retired(root: Path, served: Collection[str]) -> list[str]:
     known = named | {e["file"] for e in entries}
     entries += [{"file": f, "retired_at": now, "unserved_at": now}
                 for f in _orphans(root, known)]
-    keep: dict[str, dict] = {}
+    keep: dict[str, dict[str, Any]] = {}
     deleted: list[str] = []
     for entry in entries:
         if entry["file"] in named or entry["file"] in keep:
@@ -339,15 +341,24 @@ def settle_retired(root: Path, served: Collection[str]) -> list[str]:
     return deleted
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one we may not signal counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _writer_gone(path: Path, now: datetime) -> bool:
     """Whether the process that wrote ``path`` (``<pid>.<id>…``) cannot be writing it any
     more: its pid is gone or is ours (this process's writes are done when it asks), or the
     file is older than :data:`ORPHAN_AGE` (a name without a pid, a pid reused)."""
-    from models.runner import _alive
-
     pid = path.name.split(".", 1)[0]
     if (pid.isdigit() and len(pid) <= 9 and "." in path.name  # not a 32-digit file id
-            and (int(pid) == os.getpid() or not _alive(int(pid)))):
+            and (int(pid) == os.getpid() or not process_alive(int(pid)))):
         return True
     try:
         modified = datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(tzinfo=None)

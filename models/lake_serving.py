@@ -32,6 +32,7 @@ from models.lake import (
     select_columns,
 )
 from models.lake_publish import Key, Partition, catalog_table
+from models.scalars import scalar
 from models.schema import LAKE_CHANGES
 
 CATALOG_TABLE = "lake_partitions"
@@ -62,10 +63,10 @@ def small_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def copy_serving(con: duckdb.DuckDBPyConnection, alias: str, catalog: dict[Key, Partition],
-                 root: Path) -> None:  # fmt: skip
+                 root: Path) -> None:
     """Fill the attached, empty database ``alias``: the ledger's schema, the small tables'
     rows, each lake table as a view over its current files, and the catalog."""
-    source = quote_catalog(con.execute("SELECT current_database()").fetchone()[0])
+    source = quote_catalog(scalar(con, "SELECT current_database()"))
     con.execute(f"COPY FROM DATABASE {source} TO {alias} (SCHEMA)")
     for name in small_tables(con):
         con.execute(f'INSERT INTO {alias}.main."{name}" SELECT * FROM {source}.main."{name}"')

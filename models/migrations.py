@@ -23,6 +23,7 @@ from pathlib import Path
 
 import duckdb
 
+from models.scalars import scalar
 from models.schema import (
     ALL_TABLES,
     ALL_VIEWS,
@@ -111,7 +112,7 @@ def _plan_built_days(con: duckdb.DuckDBPyConnection) -> list[str]:
     """A ledger from before built_days: the days its allocations hold were built."""
     if applied_version(con) >= 3 or _kind(con, "allocations") is None:
         return []
-    n = con.execute("SELECT count(DISTINCT day) FROM allocations").fetchone()[0]
+    n = scalar(con, "SELECT count(DISTINCT day) FROM allocations")
     if not n:
         return []
     return [f"built_days: record as built the {n} day(s) the ledger's allocations hold"]
@@ -149,14 +150,13 @@ def applied_version(con: duckdb.DuckDBPyConnection) -> int:
     """The ledger's schema version (0: written before versions were recorded, or new)."""
     if _kind(con, MIGRATIONS_TABLE.name) is None:
         return 0
-    return con.execute(f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE.name}"
-                       ).fetchone()[0]
+    return int(scalar(con, f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE.name}"))
 
 
 def is_new(con: duckdb.DuckDBPyConnection) -> bool:
     """No table of the ledger yet: a file just created."""
-    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = "
-                       "current_database() AND NOT temporary").fetchone()[0] == 0
+    return bool(scalar(con, "SELECT count(*) FROM duckdb_tables() WHERE database_name = "
+                            "current_database() AND NOT temporary") == 0)
 
 
 def plan(con: duckdb.DuckDBPyConnection) -> list[tuple[Migration, list[str]]]:

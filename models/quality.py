@@ -5,17 +5,19 @@ hourly usage): dcgm sample coverage, the longest scrape gap, the share of jobs a
 owner (``models/attribution.py``), nodes outside the inventory, the difference from sreport,
 Kubernetes ingest warnings and rejects. A day beyond a ``[gpuledger.quality]`` threshold is
 provisional, with its reasons; the invoice views mark the lines holding its GPU-time
-(``models/schema.py`` ``invoice_lines``: the one rule).
+(``models/schema/invoices.py`` ``invoice_lines``: the one rule).
 """
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
 import duckdb
 
 from models import load_sql
 from models.attribution import UNATTRIBUTED
 from models.runner import transaction
+from models.scalars import one_row, scalar
 from models.schema import BUILT_DAYS, DATA_QUALITY_DAYS
 
 _SREPORT_TABLE = "quality_sreport"
@@ -50,7 +52,7 @@ def _window_days(start: datetime, end: datetime) -> list[date]:
 
 
 def _sreport_windows(con: duckdb.DuckDBPyConnection, first_day: date, end_day: date
-                     ) -> list[tuple]:  # fmt: skip
+                     ) -> list[tuple[Any, ...]]:
     """(cluster, start, end) of the gres/gpu windows overlapping [first_day, end_day), the
     shortest first."""
     return con.execute(
@@ -60,20 +62,21 @@ def _sreport_windows(con: duckdb.DuckDBPyConnection, first_day: date, end_day: d
         [end_day, first_day]).fetchall()
 
 
-def _sreport_differences(con: duckdb.DuckDBPyConnection, windows: list[tuple],
-                         building: tuple[date, date]) -> list[tuple]:  # fmt: skip
+def _sreport_differences(con: duckdb.DuckDBPyConnection, windows: list[tuple[Any, ...]],
+                         building: tuple[date, date]) -> list[tuple[Any, ...]]:
     """(cluster, day, window, sum |ours - sreport| / larger side, days of the window not built)
     for each day that lies whole inside an sreport gres/gpu window; the shortest such window
     speaks for the day. A window some of whose days are neither built nor ``building`` was
     compared with part of the ledger: its count of such days says so."""
     built = {d for (d,) in con.execute(f"SELECT day FROM {BUILT_DAYS.name}").fetchall()}
-    best: dict[tuple[str, date], tuple] = {}
+    best: dict[tuple[str, date], tuple[Any, ...]] = {}
     reconciliation = load_sql("slurm_sreport_reconciliation")
     for cluster, start, end in windows:
-        ours, theirs, off = con.execute(
-            "SELECT coalesce(sum(ours_gpu_seconds), 0), coalesce(sum(sreport_gpu_seconds), 0), "
+        ours, theirs, off = one_row(
+            con, "SELECT coalesce(sum(ours_gpu_seconds), 0), "
+            "coalesce(sum(sreport_gpu_seconds), 0), "
             f"coalesce(sum(abs(difference)), 0) FROM ({reconciliation}) WHERE cluster = $cluster",
-            {"window_start": start, "window_end": end, "cluster": cluster}).fetchone()
+            {"window_start": start, "window_end": end, "cluster": cluster})
         share = float(off) / max(float(ours), float(theirs), 1.0)
         label = f"{start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M}"
         days = _window_days(start, end)
@@ -83,7 +86,7 @@ def _sreport_differences(con: duckdb.DuckDBPyConnection, windows: list[tuple],
     return list(best.values())
 
 
-def quality_params(first_day: date, end_day: date, thresholds: QualityThresholds) -> dict:
+def quality_params(first_day: date, end_day: date, thresholds: QualityThresholds) -> dict[str, Any]:
     return {
         "first_day": first_day, "end_day": end_day, "unattributed": UNATTRIBUTED,
         "min_sample_coverage": thresholds.min_sample_coverage,
@@ -98,7 +101,7 @@ def quality_params(first_day: date, end_day: date, thresholds: QualityThresholds
 
 
 def build_data_quality(con: duckdb.DuckDBPyConnection, first_day: date, last_day: date,
-                       thresholds: QualityThresholds | None = None) -> int:  # fmt: skip
+                       thresholds: QualityThresholds | None = None) -> int:
     """Rebuild ``data_quality_days`` for ``first_day`` .. ``last_day`` (inclusive) and for every
     day of the sreport windows that overlap them: those days' verdicts compare a window with
     the ledger these days are part of, so they change when these days land. Returns the
@@ -123,15 +126,15 @@ def build_data_quality(con: duckdb.DuckDBPyConnection, first_day: date, last_day
                     [span_first, span_end])
         con.execute(f"INSERT INTO {DATA_QUALITY_DAYS.name} BY NAME "
                     f"{load_sql('data_quality_daily')}", params)
-        provisional = con.execute(
+        provisional = scalar(con,
             f"SELECT count(*) FROM {DATA_QUALITY_DAYS.name} WHERE day >= ? AND day < ? "
-            "AND provisional", [first_day, end_day]).fetchone()[0]
+            "AND provisional", [first_day, end_day])
     con.execute(f"DROP TABLE IF EXISTS {_SREPORT_TABLE}")
-    return provisional
+    return int(provisional)
 
 
 def provisional_days(con: duckdb.DuckDBPyConnection, first_day: date, end_day: date
-                     ) -> list[tuple]:  # fmt: skip
+                     ) -> list[tuple[Any, ...]]:
     """(cluster, day, reasons) of the provisional days in [first_day, end_day)."""
     return con.execute(
         f"SELECT cluster, day, reasons FROM {DATA_QUALITY_DAYS.name} WHERE provisional "

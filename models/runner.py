@@ -19,6 +19,7 @@ import polars as pl
 import pyarrow as pa
 
 from models.lake_changes import delete_marked, mark_frame
+from models.lake_publish import process_alive
 from models.schema import (
     ALL_TABLES,
     BUILDS_UNFINISHED,
@@ -33,7 +34,9 @@ def snapshot_path(db_path: Path) -> Path:
 
 
 #: DuckDB settings of every reader we open: the snapshot and nothing else, settings locked.
-CONFINED_READER = {"enable_external_access": False, "lock_configuration": True}
+# a served reader's settings (typed as duckdb.connect's config)
+CONFINED_READER: dict[str, str | bool | int | float | list[str]] = {
+    "enable_external_access": False, "lock_configuration": True}
 
 
 @contextmanager
@@ -105,7 +108,7 @@ def replace_rows(
 
 
 def append_rows(con: duckdb.DuckDBPyConnection, target: Table,
-                frame: pl.DataFrame | pa.Table) -> int:  # fmt: skip
+                frame: pl.DataFrame | pa.Table) -> int:
     """Insert ``frame`` (the columns of ``target``, by name) as it is: one Arrow scan, no delete.
 
     ``frame`` may already be :func:`ledger_arrow` of the frame (made in another thread). Joins
@@ -118,7 +121,7 @@ def append_rows(con: duckdb.DuckDBPyConnection, target: Table,
     # the relation API, not a registered view: DuckDB keeps a registered Arrow table alive until
     # the transaction ends, so a long transaction of many appends would hold them all
     con.from_arrow(table).insert_into(target.name)
-    return table.num_rows
+    return int(table.num_rows)
 
 
 def ledger_arrow(target: Table, frame: pl.DataFrame) -> pa.Table:
@@ -142,7 +145,7 @@ def _row_group_batches(frame: pl.DataFrame) -> pa.Table:
         return table
     # slices of the existing chunks (zero-copy): no chunk longer than a row group
     return pa.Table.from_batches(table.to_batches(max_chunksize=ROW_GROUP_ROWS),
-                                 schema=table.schema)  # fmt: skip
+                                 schema=table.schema)
 
 
 def is_empty(con: duckdb.DuckDBPyConnection, target: Table) -> bool:
@@ -237,7 +240,7 @@ class LedgerIncomplete(RuntimeError):
     disagree with the allocations."""
 
 
-def unfinished_builds(con: duckdb.DuckDBPyConnection) -> list[tuple]:
+def unfinished_builds(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
     return con.execute(
         f"SELECT first_day, last_day, started_at, pid, host FROM {BUILDS_UNFINISHED.name} "
         "ORDER BY started_at").fetchall()
@@ -318,23 +321,13 @@ def _remove_copy(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_copies(target: Path) -> list[Path]:
     """Delete temporary copies of ``target`` whose publishing process is gone."""
     removed = []
     prefix = f".{target.stem}."
     for path in target.parent.glob(f"{prefix}*.tmp.duckdb*"):
         pid = path.name[len(prefix):].split(".", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed

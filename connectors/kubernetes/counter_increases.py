@@ -23,10 +23,11 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.kubernetes.ksm import infer_intervals
 from connectors.kubernetes.kueue_replicas import one_replica
-from connectors.kubernetes.prometheus import utc_naive
 from connectors.kubernetes.records import TS, conform, label
+from connectors.times import utc_naive
 
 DEFAULT_WINDOW = timedelta(hours=1)
 
@@ -188,7 +189,7 @@ def counter_increases(
     window_end, increase, resets, samples), one replica per instant. `samples` may start before
     `start` (baselines); `notes` gets what the replica choice did (several replicas)."""
     start, end = utc_naive(start), utc_naive(end)
-    schema = {**dict.fromkeys(by, pl.String), "window_start": TS, "window_end": TS,
+    schema: SchemaDict = {**dict.fromkeys(by, pl.String), "window_start": TS, "window_end": TS,
               "increase": pl.Float64, "resets": pl.Int64, "samples": pl.Int64}
     if samples.height == 0:
         return pl.DataFrame(schema=schema)

@@ -63,7 +63,7 @@ from connectors.kubernetes.dcgm_names import (
     first_label,
 )
 from connectors.kubernetes.ksm import infer_intervals
-from connectors.kubernetes.prometheus import MetricsSource, utc_naive
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import (
     GPU_BUSY_DAILY_SCHEMA,
     GPU_UTILIZATION_SCHEMA,
@@ -73,6 +73,7 @@ from connectors.kubernetes.records import (
     keep_rejects,
     label,
 )
+from connectors.times import utc_naive
 
 __all__ = ["FALLBACK", "KNOWN_LABELS", "PREFERRED", "dcgm_samples", "gpu_busy_seconds_daily",
            "gpu_utilization"]
@@ -207,8 +208,8 @@ def _resolve_exporter_hostnames(
     """
     if frame.height == 0:
         return frame
-    names = frame.filter(pl.col("node").str.contains(EXPORTER_POD.pattern))["node"]
-    names = names.unique().sort().to_list()
+    names = frame.filter(pl.col("node").str.contains(EXPORTER_POD.pattern))[
+        "node"].unique().sort().to_list()
     if not names:
         return frame
     pattern = "|".join(re.escape(n).replace("\\", "\\\\") for n in names)

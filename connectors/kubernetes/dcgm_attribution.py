@@ -26,11 +26,13 @@ attributed and not, and the fix.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from itertools import pairwise
+from typing import Any
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.kubernetes.records import TS
 
 EXPORTER_LABELS = "exporter_labels"
@@ -40,7 +42,7 @@ FIX = ("fix: run dcgm-exporter with the kubelet pod-resources mapping (--kuberne
        "/var/lib/kubelet/pod-resources (socket --pod-resources-kubelet-socket); for GPUs "
        "allocated through DRA also --kubernetes-enable-dra (KUBERNETES_ENABLE_DRA=true)")
 
-_SEGMENT_SCHEMA = {"node": pl.String, "seg_start": TS, "seg_end": TS, "why": pl.String,
+_SEGMENT_SCHEMA: SchemaDict = {"node": pl.String, "seg_start": TS, "seg_end": TS, "why": pl.String,
                    "uid": pl.String, "a_namespace": pl.String, "a_pod": pl.String,
                    "capacity": pl.Int64}
 
@@ -48,18 +50,18 @@ _SEGMENT_SCHEMA = {"node": pl.String, "seg_start": TS, "seg_end": TS, "why": pl.
 def holder_segments(pods: pl.DataFrame, capacity: pl.DataFrame) -> pl.DataFrame:
     """Per node, the periods in which pods hold GPUs: ``why`` = 'sole' (one pod holds at least
     the capacity), 'several pods', 'part of the node' or 'capacity unknown'."""
-    caps: dict[str, list[tuple]] = defaultdict(list)
+    caps: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for r in capacity.iter_rows(named=True):
         if r["node"] is not None and r["capacity_gpus"] is not None:
             caps[r["node"]].append((r["start_ts"], r["end_ts"], r["capacity_gpus"]))
-    by_node: dict[str, list[dict]] = defaultdict(list)
+    by_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in pods.filter(pl.col("node").is_not_null() & (pl.col("gpus") > 0)).iter_rows(
             named=True):
         by_node[r["node"]].append(r)
     rows = []
     for node, held in by_node.items():
         # sweep over start/end events: O(events log events) per node, however many pods
-        events: dict[object, list[tuple[int, str, object]]] = defaultdict(list)
+        events: dict[datetime, list[tuple[int, str, Any]]] = defaultdict(list)
         for i, r in enumerate(held):
             events[r["start_ts"]].append((+1, "pod", i))
             events[r["end_ts"]].append((-1, "pod", i))
@@ -147,7 +149,7 @@ def _warn(out: pl.DataFrame, hit: pl.DataFrame, warnings: list[str]) -> None:
                     .filter(pl.col("pod").is_not_null())
                     .select(exporter).unique().iter_rows())
     counts = hit.group_by([*exporter, "why"]).agg(minute.n_unique().alias("minutes"))
-    per: dict[tuple, dict[str, int]] = defaultdict(dict)
+    per: dict[tuple[Any, ...], dict[str, int]] = defaultdict(dict)
     for r in counts.iter_rows(named=True):
         per[(r["job"], r["instance"], r["node"])][r["why"]] = r["minutes"]
     for key in sorted(per, key=lambda k: tuple("" if v is None else v for v in k)):

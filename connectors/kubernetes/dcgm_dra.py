@@ -21,14 +21,15 @@ from datetime import datetime
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.kubernetes.dcgm_names import GPU_LABELS, VARIANTS, canonical_uuid, first_label
-from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import label
 
 DRA_COLUMNS = ("dra_claim_namespace", "dra_claim_name", "dra_driver_name", "dra_pool_name",
                "dra_device_name", "dra_mig_profile", "dra_mig_device_uuid")
 
-DRA_SERIES_SCHEMA = {
+DRA_SERIES_SCHEMA: SchemaDict = {
     "namespace": pl.String,  # the pod's
     "pod": pl.String,
     "claim_namespace": pl.String,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from connectors.errors import SourceError
 from connectors.kubernetes.kube_api import ApiError, KubeApiClient, list_all
@@ -33,11 +34,11 @@ class ClaimList:
     api_version: str  # resource.k8s.io/v1
     resource_version: str
     observed_at: datetime  # naive UTC: when the first page was asked for
-    items: tuple[dict, ...] = field(default_factory=tuple)
+    items: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     pages: int = 1
     slices_refused: str = ""  # why the ResourceSlices could not be listed ("" when they were)
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         """The list as ``kubectl get resourceclaims -A -o json`` writes it (a ``v1`` List)."""
         return {"apiVersion": "v1", "kind": "List",
                 "metadata": {"resourceVersion": self.resource_version},
@@ -83,7 +84,7 @@ def _list(client: KubeApiClient, version: str, namespace: str) -> ClaimList:
                      listed.items + slices, listed.pages, refused)
 
 
-def _slices(client: KubeApiClient, version: str) -> tuple[tuple[dict, ...], str]:
+def _slices(client: KubeApiClient, version: str) -> tuple[tuple[dict[str, Any], ...], str]:
     """The drivers' ResourceSlices (cluster-scoped): which GPU each device name is. A server
     that refuses them (RBAC) gives none and says so; the claims are read all the same."""
     try:

@@ -36,10 +36,12 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from connectors.errors import Reject, SourceError
+from connectors.frame_types import SchemaDict
 from connectors.kubernetes.dra_slices import SLICE_DEVICE_SCHEMA, empty_slices, slice_rows
 from connectors.kubernetes.records import TS
 from connectors.kubernetes.workload_fields import (
@@ -66,7 +68,7 @@ _MIG_NAME = re.compile(
 #: profile is not in the name (dcgm-exporter's dra_mig_profile names it)
 _OLD_MIG_NAME = re.compile(r"^gpu-\d+-mig-\d+-\d+-\d+$")
 
-CLAIM_DEVICE_SCHEMA = {
+CLAIM_DEVICE_SCHEMA: SchemaDict = {
     "namespace": pl.String,
     "claim": pl.String,  # the ResourceClaim's name
     "claim_uid": pl.String,
@@ -83,7 +85,7 @@ CLAIM_DEVICE_SCHEMA = {
     "source": pl.String,
 }
 
-CLAIM_POD_SCHEMA = {
+CLAIM_POD_SCHEMA: SchemaDict = {
     "namespace": pl.String,
     "claim": pl.String,
     "claim_uid": pl.String,  # null when only a pod names the claim
@@ -152,7 +154,7 @@ def is_gpu(driver: pl.Expr, device_class: pl.Expr, names: DraNames) -> pl.Expr:
 # --------------------------------------------------------------------------- reading
 
 
-def _request_classes(spec: dict, path: str) -> dict[str, str]:
+def _request_classes(spec: dict[str, Any], path: str) -> dict[str, str]:
     """request name (and ``request/subrequest``) -> device class."""
     out: dict[str, str] = {}
     devices = obj(spec, "devices", path) or {}
@@ -174,7 +176,7 @@ def _request_classes(spec: dict, path: str) -> dict[str, str]:
     return out
 
 
-def _strategies(configs: list[dict], path: str) -> dict[str | None, str]:
+def _strategies(configs: list[dict[str, Any]], path: str) -> dict[str | None, str]:
     """request name (None: every request) -> GpuConfig sharing strategy."""
     out: dict[str | None, str] = {}
     for i, config in enumerate(configs):
@@ -190,7 +192,8 @@ def _strategies(configs: list[dict], path: str) -> dict[str | None, str]:
     return out
 
 
-def _claim(item: dict, source: str, at: datetime) -> tuple[list[dict], list[dict]]:
+def _claim(item: dict[str, Any], source: str,
+           at: datetime) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     meta = obj(item, "metadata", "", required=True) or {}
     namespace = string(meta, "namespace", "metadata", required=True, nonempty=True)
     name = string(meta, "name", "metadata", required=True, nonempty=True)
@@ -245,12 +248,12 @@ def _claim(item: dict, source: str, at: datetime) -> tuple[list[dict], list[dict
 
 def _pod_row(namespace: str | None, claim: str | None, claim_uid: str | None,
              pod: str | None, pod_uid: str | None, via: str, at: datetime,
-             source: str) -> dict:
+             source: str) -> dict[str, Any]:
     return {"namespace": namespace, "claim": claim, "claim_uid": claim_uid, "pod": pod,
             "pod_uid": pod_uid, "via": via, "observed_at": at, "source": source}
 
 
-def _pod(item: dict, source: str, at: datetime) -> list[dict]:
+def _pod(item: dict[str, Any], source: str, at: datetime) -> list[dict[str, Any]]:
     """A Pod's claims: the generated ones (resourceClaimStatuses) and the extended-resource
     claim (extendedResourceClaimStatus, Kubernetes 1.34+ DRAExtendedResource)."""
     meta = obj(item, "metadata", "", required=True) or {}
@@ -286,9 +289,9 @@ def read_claim_document(doc: object, *, source: str, observed_at: datetime,
         msg = f"{source}: expected a kubectl List with an 'items' array, found " \
               f"{type(doc).__name__}"
         raise SourceError(msg)
-    devices: list[dict] = []
-    pods: list[dict] = []
-    slices: list[dict] = []
+    devices: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
+    slices: list[dict[str, Any]] = []
     rejects: list[Reject] = []
     for index, item in enumerate(doc["items"]):
         what = item.get("kind", kind) if isinstance(item, dict) else kind

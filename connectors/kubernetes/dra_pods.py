@@ -61,7 +61,7 @@ from connectors.kubernetes.ksm_boundaries import (
 from connectors.kubernetes.ksm_keys import read_by_pods, read_for_uids, read_keys
 from connectors.kubernetes.ksm_labels import node_target_jobs, with_workload
 from connectors.kubernetes.ksm_pods import COMPONENT, NO_KEY
-from connectors.kubernetes.prometheus import MetricsSource, utc_naive
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import (
     POD_GPU_ALLOCATION_SCHEMA,
     TS,
@@ -70,6 +70,7 @@ from connectors.kubernetes.records import (
     keep_rejects,
     label,
 )
+from connectors.times import utc_naive
 
 CLAIM_INFO = "kube_pod_resourceclaim_info"
 DRA_POD_SCHEMA = {**POD_GPU_ALLOCATION_SCHEMA, "dra_claims": pl.String,

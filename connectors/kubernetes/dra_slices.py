@@ -21,13 +21,15 @@ are kept; which are GPUs is decided where claims are (``DraNames``).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.kubernetes.records import TS
 from connectors.kubernetes.workload_fields import BadField, obj, objects, string
 
-SLICE_DEVICE_SCHEMA = {
+SLICE_DEVICE_SCHEMA: SchemaDict = {
     "driver": pl.String,
     "pool": pl.String,
     "node": pl.String,  # spec.nodeName (null for a network-attached pool)
@@ -41,7 +43,7 @@ SLICE_DEVICE_SCHEMA = {
 }
 
 
-def _attribute(attributes: dict, name: str, path: str) -> str | None:
+def _attribute(attributes: dict[str, Any], name: str, path: str) -> str | None:
     """A string attribute's value (``{"string": "GPU-…"}``); None when absent."""
     value = attributes.get(name)
     if value is None:
@@ -52,7 +54,7 @@ def _attribute(attributes: dict, name: str, path: str) -> str | None:
     return string(value, "string", f"{path}.{name}")
 
 
-def slice_rows(item: dict, source: str, at: datetime) -> list[dict]:
+def slice_rows(item: dict[str, Any], source: str, at: datetime) -> list[dict[str, Any]]:
     """The devices of one ResourceSlice item (``BadField`` names the first bad field)."""
     spec = obj(item, "spec", "", required=True) or {}
     driver = string(spec, "driver", "spec", required=True, nonempty=True)

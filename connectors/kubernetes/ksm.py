@@ -80,7 +80,7 @@ from connectors.kubernetes.ksm_pods import (
     sidecars,
 )
 from connectors.kubernetes.ksm_sharing import classify, node_labels
-from connectors.kubernetes.prometheus import MetricsSource, utc_naive
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import (
     NODE_GPU_CAPACITY_SCHEMA,
     POD_GPU_ALLOCATION_SCHEMA,
@@ -90,6 +90,7 @@ from connectors.kubernetes.records import (
     keep_rejects,
     label,
 )
+from connectors.times import utc_naive
 
 __all__ = [
     "CLUSTER_QUEUE_LABEL", "GPU_RESOURCE", "KUEUE_QUEUE_LABELS", "LOCAL_QUEUE_LABEL",

@@ -24,7 +24,7 @@ import polars as pl
 
 from connectors.kubernetes.ksm_keys import UID_BATCH, read_for_uids, regex_literal
 from connectors.kubernetes.ksm_labels import with_workload
-from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import label
 
 QUEUE_LABEL = "label_kueue_x_k8s_io_queue_name"

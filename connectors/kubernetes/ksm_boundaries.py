@@ -32,9 +32,11 @@ the window's start (an earlier one is a window before this one's to name).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.kubernetes.records import TS
 
 START_TIME = "kube_pod_start_time"
@@ -64,7 +66,7 @@ def _from_unix(value: pl.Expr) -> pl.Expr:
 def exact_times(frame: pl.DataFrame, how: str) -> pl.DataFrame:
     """uid -> one exact time from raw ``kube_pod_*_time`` samples (``uid`` = key, finite values):
     the start time last shown (`how` = "last"), or the latest completion shown ("max")."""
-    schema = {"uid": pl.String, "exact": TS}
+    schema: SchemaDict = {"uid": pl.String, "exact": TS}
     if frame.height == 0 or "uid" not in frame.columns:
         return pl.DataFrame(schema=schema)
     rows = frame.filter(pl.col("value").is_finite() & (pl.col("value") > 0)).sort("ts")
@@ -214,7 +216,7 @@ def pod_intervals(samples: pl.DataFrame, intervals: pl.DataFrame, starts: pl.Dat
                       "start_source", "end_source", "first_running_ts")
 
 
-def _report(runs: pl.DataFrame, start_why: dict, end_why: dict, start: datetime,
+def _report(runs: pl.DataFrame, start_why: dict[str, Any], end_why: dict[str, Any], start: datetime,
             end: datetime, notes: list[str]) -> None:
     """Count the exact times that were there but not used, for rows inside the window."""
     lo, hi = pl.lit(start).cast(TS), pl.lit(end).cast(TS)

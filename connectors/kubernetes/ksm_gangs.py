@@ -24,11 +24,12 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.kubernetes.ksm_attributes import pod_attributes
 from connectors.kubernetes.ksm_keys import read_keys
 from connectors.kubernetes.ksm_labels import node_target_jobs, with_workload
 from connectors.kubernetes.ksm_pods import COMPONENT, reject_bad_values
-from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import TS, conform, empty, label
 
 PARALLELISM = "kube_job_spec_parallelism"
@@ -36,7 +37,7 @@ COMPLETIONS = "kube_job_spec_completions"
 PENDING_SELECTOR = 'kube_pod_status_phase{phase="Pending"}'
 REQUESTS = "kube_pod_container_resource_requests"
 
-JOB_SPEC_SCHEMA = {
+JOB_SPEC_SCHEMA: SchemaDict = {
     "namespace": pl.String,
     "job_name": pl.String,
     "parallelism": pl.Int64,
@@ -45,7 +46,7 @@ JOB_SPEC_SCHEMA = {
     "last_seen": TS,  # last such scrape + one scrape interval
 }
 
-PENDING_POD_SCHEMA = {
+PENDING_POD_SCHEMA: SchemaDict = {
     "uid": pl.String,
     "namespace": pl.String,
     "pod": pl.String,
@@ -70,7 +71,7 @@ def job_specs(source: MetricsSource, start: datetime, end: datetime, *,
     """One row per Job and (parallelism, completions) seen in ``[start, end)``
     (``JOB_SPEC_SCHEMA``)."""
     step = _interval(scrape_interval)
-    frames = {}
+    frames: dict[str, pl.DataFrame | None] = {}
     for metric, what in ((PARALLELISM, "Job parallelism"), (COMPLETIONS, "Job completions")):
         raw = source.raw_samples(metric, start, end)
         if raw.height == 0:

@@ -25,7 +25,7 @@ from datetime import datetime
 import polars as pl
 
 from connectors.kubernetes.ksm_labels import as_workload, with_workload
-from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import TS
 
 UID_BATCH = 100  # keys per regex matcher (~4 KB of URL)

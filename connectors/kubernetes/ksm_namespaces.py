@@ -21,14 +21,16 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.kubernetes.ksm_labels import with_workload
 from connectors.kubernetes.ksm_nodes import matcher
-from connectors.kubernetes.prometheus import MetricsSource, utc_naive
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import TS, keep_rejects, label
+from connectors.times import utc_naive
 
 COMPONENT = "ksm"
 IDENTITY_FIELDS = ("person", "team", "cost_centre")
-NAMESPACE_OWNER_SCHEMA = {
+NAMESPACE_OWNER_SCHEMA: SchemaDict = {
     "namespace": pl.String,
     "person": pl.String,
     "team": pl.String,

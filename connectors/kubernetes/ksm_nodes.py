@@ -27,11 +27,13 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.gpu_sharing import gpu_slices, mig_profile_from_product
 from connectors.kubernetes.ksm_labels import with_workload
 from connectors.kubernetes.ksm_pods import reject_bad_values
-from connectors.kubernetes.prometheus import MetricsSource, utc_naive
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import TS, keep_rejects, label
+from connectors.times import utc_naive
 
 COMPONENT = "ksm"
 GPU_RESOURCE = "nvidia_com_gpu"
@@ -40,7 +42,7 @@ COUNT = "label_nvidia_com_gpu_count"
 REPLICAS = "label_nvidia_com_gpu_replicas"
 NO_NODE = "expected a node label, found none"
 
-KSM_NODE_SCHEMA = {
+KSM_NODE_SCHEMA: SchemaDict = {
     "node": pl.String,
     "gpu_model": pl.String,
     "gpu_product": pl.String,

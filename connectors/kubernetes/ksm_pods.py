@@ -34,7 +34,7 @@ from connectors.gpu_sharing import (
 )
 from connectors.kubernetes.ksm_keys import CREATED_METRIC, attach_keys, read_by_pods, read_keys
 from connectors.kubernetes.ksm_labels import node_target_jobs, with_workload
-from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import keep_rejects
 
 COMPONENT = "ksm"

@@ -28,6 +28,7 @@ from datetime import datetime
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.gpu_sharing import (
     DEFAULT_NAMES,
     MIG,
@@ -39,7 +40,7 @@ from connectors.gpu_sharing import (
     mig_profile_from_product,
 )
 from connectors.kubernetes.ksm_labels import with_workload
-from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import TS, keep_rejects, label
 
 COMPONENT = "ksm"
@@ -52,7 +53,8 @@ SHARING_STRATEGY = "label_nvidia_com_gpu_sharing_strategy"
 MIG_CONFIG = "label_nvidia_com_mig_config"
 NO_NODE = "expected a node label, found none"
 
-LABEL_SCHEMA = {"node": pl.String, "ts": TS, "strategy": pl.String, "product": pl.String,
+LABEL_SCHEMA: SchemaDict = {"node": pl.String, "ts": TS, "strategy": pl.String,
+                            "product": pl.String,
                 "count": pl.Int32, "replicas": pl.Int32, "sharing_strategy": pl.String,
                 "mig_config": pl.String}
 
@@ -79,7 +81,7 @@ def node_labels(source: MetricsSource, q0: datetime, q1: datetime,
         label(raw, REPLICAS).cast(pl.Int32, strict=False).alias("replicas"),
         label(raw, SHARING_STRATEGY).alias("sharing_strategy"),
         label(raw, MIG_CONFIG).alias("mig_config"),
-    ).cast(LABEL_SCHEMA).unique(["node", "ts"], keep="last").sort("ts")
+    ).cast(pl.Schema(LABEL_SCHEMA)).unique(["node", "ts"], keep="last").sort("ts")
 
 
 def labels_in_force(frame: pl.DataFrame, labels: pl.DataFrame) -> pl.DataFrame:
@@ -132,7 +134,8 @@ def classify(frame: pl.DataFrame, labels: pl.DataFrame,
     cols = ("strategy", "product", "replicas", "sharing_strategy")
     with_labels = labels_in_force(frame, labels)
     combos = with_labels.select("gpu_resource", *cols).unique()
-    pairs = [classify_resource(*row, names) for row in combos.iter_rows()]
+    pairs = [classify_resource(resource, strategy, product, replicas, sharing, names)
+             for resource, strategy, product, replicas, sharing in combos.iter_rows()]
     lookup = combos.with_columns(
         pl.Series("sharing", [p[0] for p in pairs], dtype=pl.String),
         pl.Series("slice_profile", [p[1] for p in pairs], dtype=pl.String))

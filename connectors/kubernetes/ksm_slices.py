@@ -23,9 +23,11 @@ have no row (``node_inventory`` holds them). For each node the latest samples in
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.gpu_sharing import (
     DEFAULT_NAMES,
     MIG,
@@ -39,10 +41,11 @@ from connectors.kubernetes.ksm_labels import with_workload
 from connectors.kubernetes.ksm_nodes import COMPONENT, NO_NODE, matcher, short_model
 from connectors.kubernetes.ksm_pods import reject_bad_values
 from connectors.kubernetes.ksm_sharing import classify_resource, node_labels
-from connectors.kubernetes.prometheus import MetricsSource, utc_naive
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import TS, keep_rejects
+from connectors.times import utc_naive
 
-NODE_SLICE_SCHEMA = {
+NODE_SLICE_SCHEMA: SchemaDict = {
     "node": pl.String,
     "sharing": pl.String,
     "slice_profile": pl.String,
@@ -60,8 +63,8 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _row(node: str, resource: str, units: int, lab: dict, names: SharingNames,
-         at: datetime) -> dict | None:
+def _row(node: str, resource: str, units: int, lab: dict[str, Any], names: SharingNames,
+         at: datetime) -> dict[str, Any] | None:
     sharing, profile = classify_resource(resource, lab.get("strategy"), lab.get("product"),
                                      lab.get("replicas"), lab.get("sharing_strategy"), names)
     if sharing is None:

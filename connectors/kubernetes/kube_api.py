@@ -27,9 +27,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -76,7 +78,8 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Redirects are answers, not followed: urllib would send the Authorization header on to
     whatever host the Location names."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
+                         headers: Any, newurl: str) -> None:
         return None
 
 
@@ -95,10 +98,10 @@ class WorkloadList:
     api_version: str  # kueue.x-k8s.io/v1beta2
     resource_version: str
     observed_at: datetime  # naive UTC: when the first page was asked for
-    items: tuple[dict, ...] = field(default_factory=tuple)
+    items: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     pages: int = 1
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         """The list as ``kubectl get workloads -A -o json`` writes it (a ``v1`` List)."""
         return {"apiVersion": "v1", "kind": "List",
                 "metadata": {"resourceVersion": self.resource_version},
@@ -108,7 +111,7 @@ class WorkloadList:
 # ------------------------------------------------------------------------------- kubeconfig
 
 
-def _named(doc: dict, key: str, name: str, path: Path) -> dict:
+def _named(doc: dict[str, Any], key: str, name: str, path: Path) -> dict[str, Any]:
     entries = doc.get(key) or []
     if not isinstance(entries, list):
         msg = f"{path}: {key}: expected a list, found {type(entries).__name__}"
@@ -125,7 +128,7 @@ def _named(doc: dict, key: str, name: str, path: Path) -> dict:
     raise SourceError(msg)
 
 
-def _file_or_data(body: dict, key: str, where: str, base: Path) -> bytes | None:
+def _file_or_data(body: dict[str, Any], key: str, where: str, base: Path) -> bytes | None:
     """``key-data`` (base64) or ``key`` (a file, relative to the kubeconfig's folder)."""
     data = body.get(f"{key}-data")
     if data:
@@ -236,7 +239,7 @@ class KubeApiClient:
     """Read-only GETs against one API server (the credentials of one kubeconfig context)."""
 
     def __init__(self, creds: KubeCredentials, settings: ApiSettings | None = None,
-                 *, sleep=time.sleep) -> None:  # fmt: skip
+                 *, sleep: Callable[[float], None] = time.sleep) -> None:
         self.creds = creds
         self.settings = settings or ApiSettings()
         self._ssl = _ssl_context(creds)
@@ -261,7 +264,7 @@ class KubeApiClient:
             headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
         return headers
 
-    def get_json(self, path: str, query: dict[str, str] | None = None) -> dict:
+    def get_json(self, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
         """GET ``path`` as JSON, retrying what may pass (connection errors, 429, 5xx)."""
         url = self.creds.server + path
         if query:
@@ -345,14 +348,14 @@ class KubeApiClient:
 class ListedItems:
     """Every item of one paged List, as one consistent read."""
 
-    items: tuple[dict, ...]
+    items: tuple[dict[str, Any], ...]
     resource_version: str
     observed_at: datetime  # naive UTC: when the read that completed began
     pages: int
 
 
 def list_all(client: "KubeApiClient", group: str, version: str, plural: str, kind: str,
-             namespace: str = "") -> ListedItems:  # fmt: skip
+             namespace: str = "") -> ListedItems:
     """``GET /apis/<group>/<version>[/namespaces/<ns>]/<plural>`` page by page (``limit``,
     ``continue``); a continue token that expired (410) restarts the list from its first page,
     at most three times. A List's items carry no apiVersion/kind: they get them, as kubectl
@@ -361,7 +364,7 @@ def list_all(client: "KubeApiClient", group: str, version: str, plural: str, kin
     path = f"/apis/{group}/{version}{scope}/{plural}"
     for _restart in range(3):
         observed = datetime.now(UTC).replace(tzinfo=None)
-        items: list[dict] = []
+        items: list[dict[str, Any]] = []
         token, pages, rv = "", 0, ""
         try:
             while True:
@@ -435,6 +438,6 @@ def snapshot_files(folder: Path) -> list[tuple[datetime, Path]]:
 
 
 def list_workloads(creds: KubeCredentials, namespace: str = "",
-                   settings: ApiSettings | None = None) -> WorkloadList:  # fmt: skip
+                   settings: ApiSettings | None = None) -> WorkloadList:
     """One call: the Workloads the API server of ``creds`` lists now."""
     return KubeApiClient(creds, settings).list_workloads(namespace)

@@ -43,7 +43,7 @@ from connectors.kubernetes.counter_increases import (  # also what callers impor
 )
 from connectors.kubernetes.ksm import infer_intervals
 from connectors.kubernetes.kueue_replicas import one_replica, series_label
-from connectors.kubernetes.prometheus import MetricsSource, utc_naive
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import (
     KUEUE_COUNTER_SCHEMA,
     KUEUE_PENDING_SCHEMA,
@@ -55,6 +55,7 @@ from connectors.kubernetes.records import (
     empty,
     keep_rejects,
 )
+from connectors.times import utc_naive
 
 PRESENCE_METRIC = "kueue_pending_workloads"  # a gauge Kueue exports for every ClusterQueue
 GPU_RESOURCE = "nvidia.com/gpu"

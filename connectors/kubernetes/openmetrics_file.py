@@ -7,15 +7,16 @@ without a server and the real path share every line of downstream code. Stored t
 Prometheus stores it: sample names as written (``..._total``, ``..._bucket``), empty label values
 dropped, timestamps rounded to milliseconds, no staleness markers.
 
-Selectors: ``name``, ``name{l="v", l!="v", l=~"re", l!~"re"}`` and ``{__name__=~"re", ...}``;
-regexes are fully anchored as in PromQL, a missing label matches ``""``. A selector with an
-equality (``l="v"``) or a regex that is an alternation of literals (``uid=~"a|b|c"``, how the
-ingest asks for pods by uid) is answered from a per-label index built once per (name, label)
-(12 bytes a series), so reading a file's pods chunk by chunk is linear in its series, not
-quadratic (issue #28: 10 k series took 16 s, 100 k 521 s). The parsed file lives on disk in a
-``SeriesStore`` (``openmetrics_store``), not in Python objects (issue #28: 1 M series were
-killed at 7.0 GB): memory holds ~40 bytes a series, whatever the file's size. ``close()``
-releases it.
+Selectors (``promql_selectors``): ``name``, ``name{l="v", l!="v", l=~"re", l!~"re"}`` and
+``{__name__=~"re", ...}``; regexes are fully anchored as in PromQL, a missing label matches
+``""``. A selector with an equality (``l="v"``) or a regex that is an alternation of literals
+(``uid=~"a|b|c"``, how the ingest asks for pods by uid) is answered from a per-label index built
+once per (name, label) (12 bytes a series), so reading a file's pods chunk by chunk is linear in
+its series, not quadratic (issue #28: 10 k series took 16 s, 100 k 521 s). The parsed file lives
+on disk in a ``SeriesStore`` (``openmetrics_store``), not in Python objects (issue #28: 1 M
+series were killed at 7.0 GB): Python keeps ~30 bytes a series (offsets, name ids), and the
+process's peak RSS grows ~240 bytes a series (``benchmarks/openmetrics_scale``: 1 M series,
+467 MiB). ``close()`` releases it.
 
 Values are what Python's ``float`` reads (no ``_`` digit separators): ``NaN``, ``+Inf`` and
 ``-Inf`` are legal and kept as such in ``value`` (consumers decide what they mean). Timestamps
@@ -45,30 +46,26 @@ import re
 import zlib
 from array import array
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
 from pathlib import Path
+from typing import TextIO
 
 import polars as pl
 
 from connectors.errors import Reject, SourceError
 from connectors.kubernetes.openmetrics_store import SeriesStore
-from connectors.kubernetes.prometheus import (
-    check_selector,
-    epoch_ms,
-    finish_raw,
-    frame_from_label_sets,
-    order_series,
+from connectors.kubernetes.promql_selectors import (
+    METRIC_NAME,
+    Matcher,
+    literal_values,
+    parse_selector,
+    unescape,
 )
 from connectors.kubernetes.records import SERIES_BASE
+from connectors.kubernetes.sample_frames import finish_raw, frame_from_label_sets, order_series
+from connectors.times import epoch_ms
 
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_PAIR = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-_MATCHER = re.compile(
-    r"""\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')\s*,?"""
-)
-_UNESCAPE = re.compile(r"\\(.)")
 _TOKEN = re.compile(r"[^{\s]*")
 SOURCE = "openmetrics"
 MAX_TS_S = 1e11  # seconds (year 5138): beyond that the file is in milliseconds (or garbage)
@@ -100,12 +97,6 @@ def _shown(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-    return _UNESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), text)
-
-
 def _check_text(line: str) -> None:
     """A non-ASCII line read with surrogateescape: refuse it if it held bytes that are not UTF-8."""
     try:
@@ -120,100 +111,6 @@ def _raw_text(line: str) -> str:
     if not line.isascii():
         line = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return line[:RAW_CHARS]
-
-
-@dataclass(frozen=True)
-class Matcher:
-    label: str
-    op: str  # = != =~ !~
-    value: str
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        have = labels.get(self.label, "")
-        if self.op == "=":
-            return have == self.value
-        if self.op == "!=":
-            return have != self.value
-        literals = self._literals
-        if literals is not None:  # uid=~"a|b|…": a set lookup, not a 4 KB regex per series
-            hit = have in literals
-        else:
-            hit = self._pattern.fullmatch(have) is not None
-        return hit if self.op == "=~" else not hit
-
-    @cached_property
-    def _literals(self) -> frozenset[str] | None:
-        values = _literal_values(Matcher(self.label, "=~", self.value))
-        return frozenset(values) if values is not None else None
-
-    @cached_property
-    def _pattern(self) -> re.Pattern[str]:
-        return re.compile(self.value)
-
-
-def parse_selector(selector: str) -> list[Matcher]:
-    """PromQL vector selector -> matchers (the metric name becomes ``__name__ = name``)."""
-    text = check_selector(selector)
-    matchers: list[Matcher] = []
-    name = _NAME.match(text)
-    rest = text
-    if name:
-        matchers.append(Matcher("__name__", "=", name.group(0)))
-        rest = text[name.end():].strip()
-    if rest:
-        if not (rest.startswith("{") and rest.endswith("}")):
-            msg = f"expected {{matchers}} after the metric name, found {rest!r}"
-            raise ValueError(msg)
-        body = rest[1:-1]
-        pos = 0
-        while pos < len(body):
-            if not body[pos:].strip():
-                break
-            m = _MATCHER.match(body, pos)
-            if m is None:
-                msg = f"cannot parse the label matcher at {body[pos:]!r} in {selector!r}"
-                raise ValueError(msg)
-            raw = m.group(3) if m.group(3) is not None else m.group(4)
-            matchers.append(Matcher(m.group(1), m.group(2), _unescape(raw)))
-            pos = m.end()
-    if not matchers:
-        msg = f"expected at least one matcher in {selector!r}"
-        raise ValueError(msg)
-    return matchers
-
-
-_REGEX_META = frozenset(".^$*+?()[]{}|")
-
-
-def _literal_values(m: Matcher) -> list[str] | None:
-    """The label values a matcher accepts when they are a finite list of non-empty literals
-    (``l="v"``; ``l=~"a|b|c"``, punctuation escaped as ``\\.`` or ``\\-`` allowed), else None."""
-    if m.op == "=":
-        return [m.value] if m.value else None
-    if m.op != "=~":
-        return None
-    out: list[str] = []
-    current: list[str] = []
-    chars = iter(m.value)
-    for c in chars:
-        if c == "\\":
-            nxt = next(chars, "")
-            if not nxt or nxt.isalnum():  # \d, \w …: a class, not a literal
-                return None
-            current.append(nxt)
-        elif c == "|":
-            if not current:
-                return None
-            out.append("".join(current))
-            current = []
-        elif c in _REGEX_META:
-            return None
-        else:
-            current.append(c)
-    if not current:
-        return None
-    out.append("".join(current))
-    return out
 
 
 class OpenMetricsFileSource:
@@ -246,7 +143,7 @@ class OpenMetricsFileSource:
 
     # ------------------------------------------------------------------ parsing
 
-    def _open(self):
+    def _open(self) -> TextIO:
         try:
             with self.path.open("rb") as fh:
                 magic = fh.read(2)
@@ -334,7 +231,7 @@ class OpenMetricsFileSource:
         """(``name{labels}`` as written, value, timestamp in ms) of a sample line."""
         if " # {" in line:  # an exemplar follows the sample
             line = line[: line.rfind(" # {")]
-        name = _NAME.match(line)
+        name = METRIC_NAME.match(line)
         end = name.end() if name else 0
         if name is None or (end < len(line) and line[end] != "{" and not line[end].isspace()):
             token = _TOKEN.match(line)
@@ -396,11 +293,13 @@ class OpenMetricsFileSource:
             if name_eq is None and name_matchers:  # {__name__=~"re"}: test each name once
                 names = [n for n in store.names
                          if all(m.matches({"__name__": n}) for m in name_matchers)]
-                candidates = sorted(s for n in names for s in store.by_name[n])
+                found: Iterable[int] = sorted(s for n in names for s in store.by_name[n])
             else:
-                candidates = self._pool(name_eq)
+                found = self._pool(name_eq)
+        else:
+            found = candidates
         out = []
-        for sid in candidates:
+        for sid in found:
             labels = self._labels(sid)
             if all(m.matches(labels) for m in matchers):
                 out.append((sid, labels))
@@ -413,7 +312,7 @@ class OpenMetricsFileSource:
         for m in matchers:
             if m.label == "__name__":
                 continue
-            values = _literal_values(m)
+            values = literal_values(m)
             if values is None:
                 continue
             key = (name, m.label)
@@ -506,7 +405,7 @@ def _labels_of(key: str) -> dict[str, str]:
             msg = f"expected each label once, found {label!r} twice"
             raise _BadLine(field="labels", reason=msg)
         seen.add(label)
-        value = _unescape(m.group(2))
+        value = unescape(m.group(2))
         if value != "":
             labels[label] = value
         pos = m.end()

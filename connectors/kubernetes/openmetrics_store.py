@@ -23,6 +23,7 @@ import weakref
 from array import array
 from bisect import bisect_left
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -39,7 +40,7 @@ def _release(fds: list[int], work: str) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
-def _column(values: array, kind: pa.DataType) -> pa.Array:
+def _column(values: array[Any], kind: pa.DataType) -> pa.Array:
     """A typed array as an Arrow column without copying it."""
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
 
@@ -67,8 +68,8 @@ class SeriesStore:
         self._next_pid = 0
         self._new_buffers()
         self.names: list[str] = []  # metric name by name id
-        self.name_ids = array("i")  # name id by series id
-        self.by_name: dict[str, array] = {}  # metric name -> series ids (int32), in order
+        self.name_ids: array[int] = array("i")  # name id by series id
+        self.by_name: dict[str, array[int]] = {}  # metric name -> series ids (int32), in order
         self._key_off = array("q")  # series id -> byte offset of its key (n + 1 entries)
         self._sample_off = array("q")  # series id -> index of its first sample (n + 1 entries)
 
@@ -89,7 +90,8 @@ class SeriesStore:
         self._key_pids.append(pid)
         return pid
 
-    def add_lines(self, pids: array, ts_ms: array, values: array, seqs: array) -> None:
+    def add_lines(self, pids: array[int], ts_ms: array[int], values: array[float],
+                  seqs: array[int]) -> None:
         """Sample lines, column by column: provisional id (q), timestamp in ms (q), value (d),
         line number (q). The arrays are the store's from then on."""
         self._pids.extend(pids)
@@ -194,14 +196,14 @@ class SeriesStore:
     def name(self, sid: int) -> str:
         return self.names[self.name_ids[sid]]
 
-    def timestamps(self, sid: int) -> array:
+    def timestamps(self, sid: int) -> array[int]:
         """The series' timestamps (ms), ascending."""
         lo, hi = self._sample_off[sid], self._sample_off[sid + 1]
         out = array("q")
         out.frombytes(os.pread(self._ts_fd, 8 * (hi - lo), 8 * lo))
         return out
 
-    def window(self, sid: int, lo_ms: int, hi_ms: int) -> tuple[array, array]:
+    def window(self, sid: int, lo_ms: int, hi_ms: int) -> tuple[array[int], array[float]]:
         """(timestamps, values) of the series' samples with ``lo_ms <= ts < hi_ms``."""
         ts = self.timestamps(sid)
         i, j = bisect_left(ts, lo_ms), bisect_left(ts, hi_ms)

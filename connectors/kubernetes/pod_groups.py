@@ -31,10 +31,12 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from connectors.errors import Reject, SourceError
+from connectors.frame_types import SchemaDict
 from connectors.kubernetes.workload_fields import (
     BadField,
     integer,
@@ -56,7 +58,7 @@ RESOURCES = (
     (CORE_GROUP, "podgroups", "PodGroup"),
     (COSCHEDULING_GROUP, "podgroups", "PodGroup"),
 )
-POD_GROUP_SCHEMA = {
+POD_GROUP_SCHEMA: SchemaDict = {
     "uid": pl.String,
     "api_version": pl.String,
     "kind": pl.String,
@@ -85,7 +87,7 @@ class PodGroupSnapshot:
     listed: int  # items in the List
 
 
-def _policy(parent: dict, key: str, path: str) -> tuple[str | None, int | None]:
+def _policy(parent: dict[str, Any], key: str, path: str) -> tuple[str | None, int | None]:
     """(``gang``/``basic``, minCount) of a policy object (exactly one member is set)."""
     policy = obj(parent, key, path, required=True)
     ppath = join(path, key)
@@ -102,7 +104,7 @@ def _job_ref(kind: str | None, group: str | None, name: str | None) -> str | Non
     return name if kind == "Job" and (group or "batch").split("/")[0] == "batch" else None
 
 
-def pod_group_rows(item: object, source_file: str) -> list[dict]:
+def pod_group_rows(item: object, source_file: str) -> list[dict[str, Any]]:
     """The ``k8s_pod_groups`` rows of one object (none for a kind read elsewhere)."""
     if not isinstance(item, dict):
         where = ""
@@ -170,8 +172,8 @@ def pod_group_rows(item: object, source_file: str) -> list[dict]:
 
 
 def read_pod_group_items(items: Iterable[object], source_file: str
-                         ) -> tuple[list[dict], list[Reject], int]:  # fmt: skip
-    rows: list[dict] = []
+                         ) -> tuple[list[dict[str, Any]], list[Reject], int]:
+    rows: list[dict[str, Any]] = []
     rejects: list[Reject] = []
     seen: dict[str, int] = {}
     count = 0
@@ -194,7 +196,7 @@ def read_pod_group_items(items: Iterable[object], source_file: str
     return rows, rejects, count
 
 
-def pod_group_frame(rows: list[dict]) -> pl.DataFrame:
+def pod_group_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=POD_GROUP_SCHEMA, orient="row")
 
 

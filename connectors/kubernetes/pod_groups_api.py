@@ -16,6 +16,7 @@ podgroups.scheduling.x-k8s.io -A -o json`` writes: its fixture twin.
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from connectors.kubernetes.kube_api import ApiError, KubeApiClient, list_all
 from connectors.kubernetes.pod_groups import RESOURCES
@@ -28,11 +29,11 @@ KNOWN_VERSIONS = {"scheduling.k8s.io": ("v1beta1", "v1alpha3", "v1alpha2", "v1al
 @dataclass(frozen=True)
 class PodGroupList:
     observed_at: datetime  # naive UTC: when the first list was asked for
-    items: tuple[dict, ...] = field(default_factory=tuple)
+    items: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     versions: dict[str, str] = field(default_factory=dict)  # "group/plural" -> version listed
     missing: tuple[str, ...] = ()  # "group/plural" the server does not serve
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
                 "items": list(self.items)}
 
@@ -70,7 +71,7 @@ def _versions(client: KubeApiClient, group: str, plural: str) -> list[str]:
 def list_pod_groups(client: KubeApiClient, namespace: str = "") -> PodGroupList:
     """Every scheduling Workload and PodGroup the server serves (of ``namespace``, or all)."""
     observed = datetime.now(UTC).replace(tzinfo=None)
-    items: list[dict] = []
+    items: list[dict[str, Any]] = []
     versions: dict[str, str] = {}
     missing: list[str] = []
     for group, plural, kind in RESOURCES:

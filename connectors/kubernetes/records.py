@@ -11,12 +11,14 @@ import json
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
+
 TS = pl.Datetime("us")
 
 # --------------------------------------------------------------------------- raw samples
 
 # Fixed leading columns of a raw-sample frame; one String column per label follows, in name order.
-RAW_SAMPLE_BASE = {
+RAW_SAMPLE_BASE: SchemaDict = {
     "ts": TS,
     "value": pl.Float64,
     "__name__": pl.String,
@@ -27,7 +29,7 @@ SERIES_BASE = {"__name__": pl.String}
 
 # --------------------------------------------------------------------------- kube-state-metrics
 
-POD_GPU_ALLOCATION_SCHEMA = {
+POD_GPU_ALLOCATION_SCHEMA: SchemaDict = {
     "namespace": pl.String,
     "pod": pl.String,
     # the pod's uid, or before kube-state-metrics v2.1.0 "<namespace>/<pod>@<created>Z"
@@ -63,7 +65,7 @@ POD_GPU_ALLOCATION_SCHEMA = {
     "first_running_ts": TS,
 }
 
-NODE_GPU_CAPACITY_SCHEMA = {
+NODE_GPU_CAPACITY_SCHEMA: SchemaDict = {
     "node": pl.String,
     "start_ts": TS,
     "end_ts": TS,
@@ -76,7 +78,7 @@ NODE_GPU_CAPACITY_SCHEMA = {
 
 # --------------------------------------------------------------------------- dcgm-exporter
 
-GPU_UTILIZATION_SCHEMA = {
+GPU_UTILIZATION_SCHEMA: SchemaDict = {
     "gpu_uuid": pl.String,
     "gpu_instance": pl.String,  # MIG GPU_I_ID; null for a whole GPU
     "node": pl.String,
@@ -106,7 +108,7 @@ GPU_UTILIZATION_SCHEMA = {
     "dra_mig_device_uuid": pl.String,
 }
 
-GPU_BUSY_DAILY_SCHEMA = {
+GPU_BUSY_DAILY_SCHEMA: SchemaDict = {
     "gpu_uuid": pl.String,
     "gpu_instance": pl.String,
     "node": pl.String,
@@ -123,7 +125,7 @@ GPU_BUSY_DAILY_SCHEMA = {
 
 # --------------------------------------------------------------------------- Kueue
 
-KUEUE_COUNTER_SCHEMA = {
+KUEUE_COUNTER_SCHEMA: SchemaDict = {
     "metric": pl.String,  # e.g. kueue_admitted_workloads_total
     "window_start": TS,
     "window_end": TS,
@@ -134,7 +136,7 @@ KUEUE_COUNTER_SCHEMA = {
     "samples": pl.Int64,
 }
 
-KUEUE_PENDING_SCHEMA = {
+KUEUE_PENDING_SCHEMA: SchemaDict = {
     "window_start": TS,
     "window_end": TS,
     "cluster_queue": pl.String,
@@ -148,7 +150,7 @@ KUEUE_PENDING_SCHEMA = {
     "covered_seconds": pl.Float64,  # seconds the samples stand for (gap-aware)
 }
 
-KUEUE_WAIT_BUCKET_SCHEMA = {
+KUEUE_WAIT_BUCKET_SCHEMA: SchemaDict = {
     "window_start": TS,
     "window_end": TS,
     "cluster_queue": pl.String,
@@ -157,7 +159,7 @@ KUEUE_WAIT_BUCKET_SCHEMA = {
     "bucket_count": pl.Float64,  # admissions with previous le < wait <= le
 }
 
-KUEUE_WAIT_SUMMARY_SCHEMA = {
+KUEUE_WAIT_SUMMARY_SCHEMA: SchemaDict = {
     "window_start": TS,
     "window_end": TS,
     "cluster_queue": pl.String,
@@ -166,7 +168,7 @@ KUEUE_WAIT_SUMMARY_SCHEMA = {
     "mean_seconds": pl.Float64,  # null when count == 0
 }
 
-KUEUE_QUEUE_RESOURCE_SCHEMA = {
+KUEUE_QUEUE_RESOURCE_SCHEMA: SchemaDict = {
     "metric": pl.String,  # usage | reservation | nominal_quota | borrowing_limit | lending_limit
     "window_start": TS,
     "window_end": TS,
@@ -193,7 +195,7 @@ KUEUE_QUEUE_RESOURCE_SCHEMA = {
 # needed, a histogram bucket without a numeric ``le``, a Running pod without a node …). Nothing
 # is dropped silently: every reader that skips samples returns them in this shape, the ingest
 # stores them in ``k8s_rejects`` and counts them per (component, reason) in its result.
-SAMPLE_REJECT_SCHEMA = {
+SAMPLE_REJECT_SCHEMA: SchemaDict = {
     "component": pl.String,  # ksm | dcgm | kueue | prometheus
     "metric": pl.String,  # the series' __name__
     "reason": pl.String,  # short and stable, so it can be counted: "expected a uid label, …"
@@ -241,11 +243,11 @@ def keep_rejects(sink: list[pl.DataFrame] | None, frame: pl.DataFrame, component
         sink.append(sample_rejects(frame, component, reason))
 
 
-def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def empty(schema: SchemaDict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
 
-def conform(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def conform(frame: pl.DataFrame, schema: SchemaDict) -> pl.DataFrame:
     """`frame` with exactly `schema`'s columns, in order and cast (missing columns are null)."""
     return frame.select(
         [

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.kubernetes.workload_fields import (
     BadField,
     boolean,
@@ -57,7 +59,7 @@ _EVICTION_MESSAGES = (
 )
 _CONDITION_STATUS = ("True", "False", "Unknown")
 
-WORKLOAD_TYPES = {
+WORKLOAD_TYPES: SchemaDict = {
     "uid": pl.String, "namespace": pl.String, "name": pl.String, "queue_name": pl.String,
     "cluster_queue": pl.String, "owner_kind": pl.String, "owner_name": pl.String,
     "owner_uid": pl.String, "priority": pl.Int64, "active": pl.Boolean, "pod_sets": pl.Int32,
@@ -86,7 +88,7 @@ class _Condition:
         self.true, self.at, self.reason, self.message = true, at, reason, message
 
 
-def _conditions(status: dict) -> dict[str, _Condition]:
+def _conditions(status: dict[str, Any]) -> dict[str, _Condition]:
     out: dict[str, _Condition] = {}
     for i, c in enumerate(objects(status, "conditions", "status")):
         path = join("status.conditions", i)
@@ -103,7 +105,7 @@ def _conditions(status: dict) -> dict[str, _Condition]:
     return out
 
 
-def _gpus(container: dict, path: str, resources: Sequence[str],
+def _gpus(container: dict[str, Any], path: str, resources: Sequence[str],
           seen: set[str]) -> int:
     res = obj(container, "resources", path) or {}
     rpath = join(path, "resources")
@@ -120,7 +122,7 @@ def _gpus(container: dict, path: str, resources: Sequence[str],
     return total
 
 
-def _template_gpus(pod_set: dict, path: str, resources: Sequence[str],
+def _template_gpus(pod_set: dict[str, Any], path: str, resources: Sequence[str],
                    seen: set[str]) -> int | None:
     """GPUs one pod of the set holds, from its template; None without a pod template."""
     template = obj(pod_set, "template", path)
@@ -143,12 +145,13 @@ def _template_gpus(pod_set: dict, path: str, resources: Sequence[str],
     return max(max(plain), main + sidecars)
 
 
-def _usage(entry: dict, key: str, path: str, resources: Sequence[str],
+def _usage(entry: dict[str, Any], key: str, path: str, resources: Sequence[str],
            seen: set[str]) -> int | None:
     usage = obj(entry, key, path)
     if usage is None:
         return None
-    found = [count_quantity(usage, name, join(path, key)) for name in resources if name in usage]
+    counts = (count_quantity(usage, name, join(path, key)) for name in resources if name in usage)
+    found = [n for n in counts if n is not None]  # present keys always count
     seen.update(name for name in resources if name in usage)
     return sum(found) if found else None
 
@@ -163,7 +166,7 @@ def _previous_eviction_reason(evicted: _Condition) -> str | None:
 
 
 def workload_row(item: object, source_file: str,
-                 resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> dict:
+                 resources: Sequence[str] = DEFAULT_GPU_RESOURCES) -> dict[str, Any]:
     """One ``kueue_workloads`` row from a Workload object; ``BadField`` if it cannot be read."""
     if not isinstance(item, dict):
         where = ""
@@ -246,6 +249,7 @@ def workload_row(item: object, source_file: str,
         latest = "Preempted"
     if latest is None and reasons:
         latest = max(sorted(reasons), key=lambda r: reasons[r])
+    reason_text: str | None
     if reasons:
         eviction_count = max(sum(reasons.values()), 1 if evicted else 0)
         source, reason_text = "schedulingStats", ",".join(
@@ -321,5 +325,5 @@ def workload_row(item: object, source_file: str,
     }
 
 
-def workload_frame(rows: list[dict]) -> pl.DataFrame:
+def workload_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=WORKLOAD_TYPES, orient="row")

@@ -14,7 +14,9 @@ import math
 import re
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
+from typing import Any, Literal, overload
 
+JsonObject = dict[str, Any]  # an object of a Kubernetes API document, as json.loads gives it
 # Kubernetes quantity suffixes (resource.Quantity): binary, decimal SI, and milli.
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -56,7 +58,7 @@ def join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _get(parent: dict, key: str, path: str, expected: str, required: bool) -> object:
+def _get(parent: JsonObject, key: str, path: str, expected: str, required: bool) -> object:
     where = join(path, key)
     if key not in parent:
         if required:
@@ -68,21 +70,26 @@ def _get(parent: dict, key: str, path: str, expected: str, required: bool) -> ob
     return value
 
 
-def obj(parent: dict, key: str, path: str, *, required: bool = False) -> dict | None:
+@overload
+def obj(parent: JsonObject, key: str, path: str, *, required: Literal[True]) -> JsonObject: ...
+@overload
+def obj(parent: JsonObject, key: str, path: str, *,
+        required: bool = False) -> JsonObject | None: ...
+def obj(parent: JsonObject, key: str, path: str, *, required: bool = False) -> JsonObject | None:
     value = _get(parent, key, path, "an object", required)
     if value is not None and not isinstance(value, dict):
         raise BadField(join(path, key), "an object", value)
     return value
 
 
-def array(parent: dict, key: str, path: str, *, required: bool = False) -> list | None:
+def array(parent: JsonObject, key: str, path: str, *, required: bool = False) -> list[Any] | None:
     value = _get(parent, key, path, "an array", required)
     if value is not None and not isinstance(value, list):
         raise BadField(join(path, key), "an array", value)
     return value
 
 
-def objects(parent: dict, key: str, path: str, *, required: bool = False) -> list[dict]:
+def objects(parent: JsonObject, key: str, path: str, *, required: bool = False) -> list[JsonObject]:
     """An array of objects (empty when the optional array is absent)."""
     items = array(parent, key, path, required=required) or []
     for i, item in enumerate(items):
@@ -91,7 +98,13 @@ def objects(parent: dict, key: str, path: str, *, required: bool = False) -> lis
     return items
 
 
-def string(parent: dict, key: str, path: str, *, required: bool = False,
+@overload
+def string(parent: JsonObject, key: str, path: str, *, required: Literal[True],
+           nonempty: bool = False) -> str: ...
+@overload
+def string(parent: JsonObject, key: str, path: str, *, required: bool = False,
+           nonempty: bool = False) -> str | None: ...
+def string(parent: JsonObject, key: str, path: str, *, required: bool = False,
            nonempty: bool = False) -> str | None:
     expected = "a non-empty string" if nonempty else "a string"
     value = _get(parent, key, path, expected, required)
@@ -100,7 +113,13 @@ def string(parent: dict, key: str, path: str, *, required: bool = False,
     return value
 
 
-def integer(parent: dict, key: str, path: str, *, required: bool = False,
+@overload
+def integer(parent: JsonObject, key: str, path: str, *, required: Literal[True],
+            minimum: int | None = None) -> int: ...
+@overload
+def integer(parent: JsonObject, key: str, path: str, *, required: bool = False,
+            minimum: int | None = None) -> int | None: ...
+def integer(parent: JsonObject, key: str, path: str, *, required: bool = False,
             minimum: int | None = None) -> int | None:
     expected = "an integer" if minimum is None else f"an integer >= {minimum}"
     value = _get(parent, key, path, expected, required)
@@ -115,14 +134,24 @@ def integer(parent: dict, key: str, path: str, *, required: bool = False,
     return number
 
 
-def boolean(parent: dict, key: str, path: str, *, required: bool = False) -> bool | None:
+@overload
+def boolean(parent: JsonObject, key: str, path: str, *, required: Literal[True]) -> bool: ...
+@overload
+def boolean(parent: JsonObject, key: str, path: str, *, required: bool = False) -> bool | None: ...
+def boolean(parent: JsonObject, key: str, path: str, *, required: bool = False) -> bool | None:
     value = _get(parent, key, path, "a boolean", required)
     if value is not None and not isinstance(value, bool):
         raise BadField(join(path, key), "a boolean", value)
     return value
 
 
-def timestamp(parent: dict, key: str, path: str, *, required: bool = False) -> datetime | None:
+@overload
+def timestamp(parent: JsonObject, key: str, path: str, *, required: Literal[True]) -> datetime: ...
+@overload
+def timestamp(parent: JsonObject, key: str, path: str, *,
+              required: bool = False) -> datetime | None: ...
+def timestamp(parent: JsonObject, key: str, path: str, *,
+              required: bool = False) -> datetime | None:
     """An RFC 3339 time (``2024-03-19T20:49:17Z``) as naive UTC."""
     expected = "an RFC 3339 time"
     text = string(parent, key, path, required=required)
@@ -159,7 +188,7 @@ def parse_quantity(value: object) -> Decimal | None:
     return number if number.is_finite() else None
 
 
-def count_quantity(parent: dict, key: str, path: str) -> int | None:
+def count_quantity(parent: JsonObject, key: str, path: str) -> int | None:
     """A device count: a quantity that is a whole number >= 0 (GPUs cannot be split)."""
     if key not in parent:
         return None

@@ -12,10 +12,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from connectors.errors import Reject, SourceError
+from connectors.frame_types import SchemaDict
 from connectors.kubernetes.workload_conditions import (
     DEFAULT_GPU_RESOURCES,
     workload_frame,
@@ -25,7 +27,7 @@ from connectors.kubernetes.workload_fields import BadField
 from connectors.textfiles import open_text
 
 REJECT_SOURCE = "kueue_workloads"
-WORKLOAD_SCHEMA = {
+WORKLOAD_SCHEMA: SchemaDict = {
     "uid": pl.String,
     "namespace": pl.String,
     "name": pl.String,
@@ -48,7 +50,7 @@ class WorkloadSnapshot:
     rejects: list[Reject]
 
 
-def check_kubectl_list(doc: object, origin: str) -> dict:
+def check_kubectl_list(doc: object, origin: str) -> dict[str, Any]:
     """The document if it is a kubectl List (``{"items": [...]}``), else a ``SourceError``."""
     if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
         msg = f"{origin}: expected a kubectl List with an 'items' array, found {type(doc).__name__}"
@@ -71,7 +73,7 @@ def read_workload_snapshot(
         raise SourceError(msg) from exc
     check_kubectl_list(doc, str(path))
     raw_rows: list[dict[str, object]] = []
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     rejects: list[Reject] = []
     seen: dict[str, int] = {}
     for index, item in enumerate(doc["items"]):

@@ -45,7 +45,7 @@ def _pods_table(texts: pl.Series) -> pl.Series:
         values = [_pods_of(t) for t in texts.filter(~simple).to_list()]
         parts.append(pl.DataFrame({"_p": position.filter(~simple), "bridge_pods": values},
                                   schema={"_p": position.dtype,
-                                          "bridge_pods": pl.List(pl.String)}))  # fmt: skip
+                                          "bridge_pods": pl.List(pl.String)}))
     return pl.concat(parts).sort("_p")["bridge_pods"]
 
 
@@ -62,12 +62,12 @@ def bridge_pods(admin: pl.Series) -> pl.Series:
     texts = admin.filter(mask)
     uniq = texts.unique(maintain_order=True)
     table = pl.concat([pl.Series("bridge_pods", [[]], dtype=pl.List(pl.String)),
-                       _pods_table(uniq)])  # fmt: skip
+                       _pods_table(uniq)])
     ids = (
         pl.DataFrame({"_k": texts})
         .join(pl.DataFrame({"_k": uniq, "_id": pl.int_range(1, uniq.len() + 1, eager=True)}),
               on="_k", how="left", maintain_order="left")["_id"]
-    )  # fmt: skip
+    )
     index = pl.zeros(admin.len(), dtype=pl.Int64, eager=True).scatter(
         pl.arange(0, admin.len(), eager=True).filter(mask), ids
     )

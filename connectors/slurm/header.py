@@ -57,7 +57,7 @@ KNOWN_FIELDS: tuple[str, ...] = (
     "ExitCode", "DerivedExitCode", "Submit", "Eligible", "Start", "End", "Elapsed", "ElapsedRaw",
     "Timelimit", "TimelimitRaw", "AllocCPUS", "AllocNodes", "NodeList", "AllocTRES", "ReqTRES",
     "Cluster", "Reservation", "Reason", "Flags", "WCKey", "AdminComment",
-)  # fmt: skip
+)
 
 #: Other names sacct prints for a known field (upper case → canonical).
 ALIASES: Mapping[str, str] = {"NNODES": "AllocNodes", "NCPUS": "AllocCPUS"}
@@ -67,12 +67,12 @@ ALIASES: Mapping[str, str] = {"NNODES": "AllocNodes", "NCPUS": "AllocCPUS"}
 FREE_TEXT_FIELDS: frozenset[str] = frozenset(CONTRACT_FREE_TEXT_FIELDS) | {
     "JobName", "AdminComment", "SystemComment", "Comment", "WCKey", "SubmitLine", "WorkDir",
     "Constraints", "Container",
-}  # fmt: skip
+}
 
 #: Without these a dump cannot give GPU-seconds per run (see the module docstring).
 GPU_SECONDS_FIELDS: tuple[str, ...] = (
     "JobID", "State", "Submit", "Start", "End", "NodeList", "AllocTRES",
-)  # fmt: skip
+)
 
 #: The raw column holding the cluster name given to the parser when the dump has Cluster too.
 GIVEN_CLUSTER = "Cluster@given"
@@ -89,7 +89,7 @@ class HeaderColumns(list[str | None]):
     as printed and the cluster given for dumps without (or to check) a Cluster field."""
 
     def __init__(self, entries: Sequence[str | None], names: Sequence[str],
-                 cluster: str | None = None) -> None:  # fmt: skip
+                 cluster: str | None = None) -> None:
         super().__init__(entries)
         self.names = tuple(names)
         self.cluster = cluster
@@ -140,7 +140,7 @@ def field_of(entry: str | None) -> str | None:
 
 
 def header_columns(header: str, sep: str, source_file: str, *,
-                   cluster: str | None = None) -> HeaderColumns:  # fmt: skip
+                   cluster: str | None = None) -> HeaderColumns:
     """Read a header line; raise :class:`SacctFormatError` when GPU-seconds cannot be had."""
     if cluster is not None and not re.fullmatch(r"\S+", cluster):
         msg = f"expected a cluster name without spaces, found {cluster!r}"
@@ -171,7 +171,7 @@ def header_columns(header: str, sep: str, source_file: str, *,
         found = ", ".join(n.strip() for n in names)[:500]
         msg = (f"{source_file}: expected {', '.join(missing)} in the header (GPU-seconds need "
                f"{', '.join(GPU_SECONDS_FIELDS)} and Cluster), found none; the header is "
-               f"{found}{hint}")  # fmt: skip
+               f"{found}{hint}")
         raise SacctFormatError(msg)
     return columns
 
@@ -183,7 +183,7 @@ def derived_columns(header: HeaderColumns, frame_columns: Sequence[str]) -> list
     if "JobIDRaw" not in frame_columns:
         jobid = pl.col("JobID")
         out.append(pl.when(jobid.str.contains(_JOBID_IS_RAW_RE)).then(jobid)
-                   .otherwise(pl.lit(None, dtype=pl.String)).alias("JobIDRaw"))  # fmt: skip
+                   .otherwise(pl.lit(None, dtype=pl.String)).alias("JobIDRaw"))
     if header.cluster is not None:
         name = "Cluster" if "Cluster" not in frame_columns else GIVEN_CLUSTER
         out.append(pl.lit(header.cluster, dtype=pl.String).alias(name))
@@ -218,13 +218,13 @@ def row_checks(columns: Sequence[str]) -> list[RowCheck]:
         value, other = pl.col(twin.key), pl.col(twin.field)
         agree = value.eq_missing(other)
         expected = (f"expected {twin.name} to equal {twin.field} (one sacct field under two "
-                    "names)")  # fmt: skip
+                    "names)")
         if twin.field == "AllocNodes" and twin.name.upper() == "NNODES":
             count = _node_count_fallback()
             agree = agree | ((other == "0") & (count.is_null() | value.eq_missing(count)))
             expected = ("expected NNodes to equal AllocNodes (one sacct field under two names; "
                         "for a job without nodes, AllocNodes 0, sacct prints the node= count of "
-                        "AllocTRES or ReqTRES)")  # fmt: skip
+                        "AllocTRES or ReqTRES)")
 
         def found(row: Mapping[str, object], twin: Twin = twin) -> str:
             return f"{twin.name} {row.get(twin.key)!r} and {twin.field} {row.get(twin.field)!r}"
@@ -240,5 +240,5 @@ def row_checks(columns: Sequence[str]) -> list[RowCheck]:
             GIVEN_CLUSTER, "Cluster", "expected each row's Cluster to be the cluster given "
             "with --cluster",
             (~pl.col("Cluster").eq_missing(given)).fill_null(True), found_cluster,
-        ))  # fmt: skip
+        ))
     return checks

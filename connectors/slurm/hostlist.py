@@ -145,7 +145,7 @@ def expand_hostlist_column(values: pl.Series) -> tuple[pl.Series, pl.Series]:
     # built from offsets and values: far cheaper than a Series from a list of Python lists
     nodes_of = pl.from_arrow(pa.LargeListArray.from_arrays(
         pa.array(offsets, type=pa.int64()), pa.array(flat, type=pa.large_string())
-    ))  # fmt: skip
+    ))
     lookup = pl.DataFrame(
         {"_k": uniq, "_nodes": nodes_of, "_err": err_of},
         schema={"_k": pl.String, "_nodes": pl.List(pl.String), "_err": pl.String},
@@ -156,6 +156,6 @@ def expand_hostlist_column(values: pl.Series) -> tuple[pl.Series, pl.Series]:
         .join(lookup.select("_k").with_row_index("_i").lazy(), on="_k", how="left",
               maintain_order="left")
         .collect()["_i"]
-    )  # fmt: skip
+    )
     nodes = lookup["_nodes"].gather(index).fill_null(pl.lit([], dtype=pl.List(pl.String)))
     return nodes.alias("nodes"), lookup["_err"].gather(index).alias("nodes_error")

@@ -37,7 +37,7 @@ JOBID_COLUMNS = ("job_id", "step_id", "job_id_raw", "is_step", "_bad_JobID", "_b
 
 
 def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "JobIDRaw", *,
-                array_het: bool = True) -> pl.DataFrame:  # fmt: skip
+                array_het: bool = True) -> pl.DataFrame:
     """Parsed id columns (see :data:`JOBID_COLUMNS`) for the rows of ``frame``.
 
     ``job_id`` is the parent's JobID text (without the step part), ``job_id_raw`` the parent's
@@ -71,7 +71,7 @@ def jobid_frame(frame: pl.DataFrame, job_id: str = "JobID", job_id_raw: str = "J
         (~pl.col("_jok")).alias("_bad_JobID"),
         # a JobIDRaw is valid when its id part is a number and its step part is JobID's
         (pl.col("job_id_raw").is_null() | (pl.col("_jok") & ~same_step)).alias("_bad_JobIDRaw"),
-    ).collect()  # fmt: skip
+    ).collect()
     return array_het_columns(out) if array_het else out
 
 
@@ -108,4 +108,4 @@ def array_het_columns(frame: pl.DataFrame, job_id: str = "job_id") -> pl.DataFra
         )
         .drop("_us", "_plus")
         .collect()
-    )  # fmt: skip
+    )

@@ -15,13 +15,14 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.gpu_sharing import MIG, MPS, SHARD, slurm_gpu_type
 from connectors.slurm.records import NODE_ALLOCATIONS_SCHEMA
 
-_PIECE_SCHEMA = {
+_PIECE_SCHEMA: SchemaDict = {
     "_run": pl.Int64, "_piece": pl.Int64, "sharing": pl.String, "slice_profile": pl.String,
     "_model": pl.String, "_units": pl.Int64,
-}  # fmt: skip
+}
 
 
 def allocations_per_node(
@@ -65,14 +66,14 @@ def allocations_per_node(
         .with_columns(pl.int_ranges(0, n, dtype=pl.Int64).alias("node_index"),
                       n.cast(pl.Int64).alias("_count"))
         .explode(["nodes", "node_index"])
-    )  # fmt: skip
+    )
     total = pl.col("_units")
     count = pl.col("_count")
     per_node = (total // count) + (pl.col("node_index") < (total % count)).cast(pl.Int64)
     node_model = (
         pl.col("nodes").replace_strict(dict(node_models), default=None, return_dtype=pl.String)
         if node_models else pl.lit(None, dtype=pl.String)
-    )  # fmt: skip
+    )
     out = exploded.with_columns(
         pl.col("nodes").alias("node"),
         per_node.alias("gpus"),
@@ -80,7 +81,7 @@ def allocations_per_node(
         pl.when(count == 1).then(pl.lit("single_node")).otherwise(pl.lit("even_split"))
         .alias("gpus_source"),
     ).select(list(NODE_ALLOCATIONS_SCHEMA))
-    return out.cast(NODE_ALLOCATIONS_SCHEMA)
+    return out.cast(pl.Schema(NODE_ALLOCATIONS_SCHEMA))
 
 
 def _pieces(frame: pl.DataFrame, *, include_cpu_only: bool) -> pl.DataFrame:
@@ -93,7 +94,7 @@ def _pieces(frame: pl.DataFrame, *, include_cpu_only: bool) -> pl.DataFrame:
         .select("_run", pl.col("_t").struct.field("model").alias("_type"),
                 pl.col("_t").struct.field("gpus").alias("_n"))
         .with_row_index("_order")
-    )  # fmt: skip
+    )
     meaning = {t: slurm_gpu_type(t) for t in typed["_type"].unique().to_list()}
     is_mig = {t: s.sharing == MIG for t, s in meaning.items()}
     typed = typed.with_columns(
@@ -104,7 +105,7 @@ def _pieces(frame: pl.DataFrame, *, include_cpu_only: bool) -> pl.DataFrame:
         .alias("slice_profile"),
         pl.col("_type").replace_strict({t: s.model for t, s in meaning.items()}, default=None,
                                        return_dtype=pl.String).alias("_model"),
-    )  # fmt: skip
+    )
     mig = (
         typed.filter(pl.col("_mig"))
         .group_by("_run", "slice_profile", maintain_order=True)
@@ -113,14 +114,14 @@ def _pieces(frame: pl.DataFrame, *, include_cpu_only: bool) -> pl.DataFrame:
         .sort("_order")
         .with_columns(pl.lit(MIG).alias("sharing"),
                       (pl.int_range(pl.len()).over("_run") + 1).cast(pl.Int64).alias("_piece"))
-    )  # fmt: skip
+    )
     mig_units = mig.group_by("_run").agg(pl.col("_units").sum().alias("_mig_units"))
     whole_models = (
         typed.filter(~pl.col("_mig")).group_by("_run")
         .agg(pl.col("_type").unique().alias("_models"))
         .select("_run", pl.when(pl.col("_models").list.len() == 1)
                 .then(pl.col("_models").list.first()).alias("_model"))
-    )  # fmt: skip
+    )
     whole = (
         frame.select("_run", "alloc_gpus")
         .join(mig_units, on="_run", how="left")
@@ -130,7 +131,7 @@ def _pieces(frame: pl.DataFrame, *, include_cpu_only: bool) -> pl.DataFrame:
                 pl.lit(None, dtype=pl.String).alias("slice_profile"), "_model",
                 (pl.col("alloc_gpus").fill_null(0) - pl.col("_mig_units").fill_null(0))
                 .clip(lower_bound=0).alias("_units"))
-    )  # fmt: skip
+    )
     shared = [
         frame.select("_run", pl.lit(order, dtype=pl.Int64).alias("_piece"),
                      pl.lit(mode).alias("sharing"), pl.lit(None, dtype=pl.String)
@@ -139,12 +140,13 @@ def _pieces(frame: pl.DataFrame, *, include_cpu_only: bool) -> pl.DataFrame:
         for order, (mode, column) in enumerate(((SHARD, "alloc_shards"), (MPS, "alloc_mps")),
                                                start=1000)
         if column in frame.columns
-    ]  # fmt: skip
+    ]
     pieces = pl.concat(
-        [p.select(list(_PIECE_SCHEMA)).cast(_PIECE_SCHEMA)
+        [p.select(list(_PIECE_SCHEMA)).cast(pl.Schema(_PIECE_SCHEMA))
          for p in (whole, mig.select(list(_PIECE_SCHEMA)), *shared)]
-    ).filter(pl.col("_units") > 0)  # fmt: skip
+    ).filter(pl.col("_units") > 0)
     if include_cpu_only:
         bare = whole.filter(~pl.col("_run").is_in(pieces["_run"].implode()))
-        pieces = pl.concat([pieces, bare.select(list(_PIECE_SCHEMA)).cast(_PIECE_SCHEMA)])
+        bare = bare.select(list(_PIECE_SCHEMA)).cast(pl.Schema(_PIECE_SCHEMA))
+        pieces = pl.concat([pieces, bare])
     return pieces

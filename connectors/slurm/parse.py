@@ -157,7 +157,7 @@ def parse_sacct(
     def work(bound: tuple[int, int, int]) -> Batch:
         begin, end, first_line = bound
         return parse_piece(held[0][begin:end], first_line, dump.header, dump.present, dump.sep,
-                           timezone, source_file, limits=limits)  # fmt: skip
+                           timezone, source_file, limits=limits)
 
     with ThreadPoolExecutor(max_workers=min(len(bounds), _THREADS)) as pool:
         batches = list(pool.map(work, bounds))

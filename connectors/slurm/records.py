@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import polars as pl
 
+from connectors.frame_types import SchemaDict
 from connectors.slurm.tres import GPU_TYPES_DTYPE
 
 TS = pl.Datetime("us")
 NODES = pl.List(pl.String)
 
 #: One row per allocation (job, array task, het component; one per run of a requeued job).
-RUNS_SCHEMA: dict[str, pl.DataType] = {
+RUNS_SCHEMA: SchemaDict = {
     "run_key": pl.String(),  # {cluster}:{job_id_raw}:{submit_epoch}[#n], see parse.py
     "cluster": pl.String(),
     "job_id": pl.String(),  # JobID as printed: 123, 123_4, 123_[5-9%2], 123+1
@@ -68,7 +69,7 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 #: One row per step (``.batch``, ``.extern``, ``.interactive``, ``.0`` …).
-STEPS_SCHEMA: dict[str, pl.DataType] = {
+STEPS_SCHEMA: SchemaDict = {
     "run_key": pl.String(),  # its run; null if the allocation line is absent or was rejected
     "cluster": pl.String(),
     "job_id": pl.String(),  # the parent's JobID text: 123, 123_4, 15+1
@@ -97,7 +98,7 @@ STEPS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 #: One row per (run, node): ``allocations_per_node``.
-NODE_ALLOCATIONS_SCHEMA: dict[str, pl.DataType] = {
+NODE_ALLOCATIONS_SCHEMA: SchemaDict = {
     "run_key": pl.String(),
     "cluster": pl.String(),
     "job_id": pl.String(),
@@ -116,7 +117,7 @@ NODE_ALLOCATIONS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 #: ``sreport -P -t seconds -T … cluster utilization``: one row per (cluster, TRES).
-SREPORT_UTILIZATION_SCHEMA: dict[str, pl.DataType] = {
+SREPORT_UTILIZATION_SCHEMA: SchemaDict = {
     "cluster": pl.String(),
     "tres_name": pl.String(),
     "allocated_seconds": pl.Int64(),
@@ -133,7 +134,7 @@ SREPORT_UTILIZATION_SCHEMA: dict[str, pl.DataType] = {
 
 #: ``sreport -P -t seconds -T … cluster AccountUtilizationByUser``: one row per
 #: (cluster, account, login, TRES).
-SREPORT_ACCOUNT_USER_SCHEMA: dict[str, pl.DataType] = {
+SREPORT_ACCOUNT_USER_SCHEMA: SchemaDict = {
     "cluster": pl.String(),
     "account": pl.String(),
     "login": pl.String(),  # "" on account rows
@@ -148,7 +149,7 @@ SREPORT_ACCOUNT_USER_SCHEMA: dict[str, pl.DataType] = {
 
 
 #: ``scontrol show job -d``: one row per (job, node, GPU index) Slurm gave the job, per snapshot.
-SCONTROL_GPU_INDICES_SCHEMA: dict[str, pl.DataType] = {
+SCONTROL_GPU_INDICES_SCHEMA: SchemaDict = {
     "job_id": pl.String(),  # as sacct prints it: 123, 123_4, 123+1
     "job_id_raw": pl.Int64(),  # scontrol's JobId (sacct's JobIDRaw)
     "node": pl.String(),
@@ -167,5 +168,5 @@ SCONTROL_GPU_INDICES_SCHEMA: dict[str, pl.DataType] = {
     "line_no": pl.Int64(),  # the `Nodes=… GRES=…` line, 1-based
 }
 
-def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def empty(schema: SchemaDict) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)

@@ -28,7 +28,7 @@ RUN_KEY = pl.concat_str([
     pl.col("cluster"), pl.lit(":"),
     pl.coalesce(pl.col("job_id_raw").cast(pl.String), pl.col("job_id")), pl.lit(":"),
     pl.col("submit").dt.epoch("s").cast(pl.String).fill_null("none"),
-])  # fmt: skip
+])
 
 
 def dedupe_run_keys(out: pl.DataFrame) -> pl.DataFrame:
@@ -47,7 +47,7 @@ def dedupe_run_keys(out: pl.DataFrame) -> pl.DataFrame:
             .otherwise(pl.format("{}#{}", pl.col("run_key"), pl.col("_n") + 1))
             .alias("_key"),
         )
-    )  # fmt: skip
+    )
     return (
         out.with_row_index("_i")
         .join(ranked, on="_i", how="left", maintain_order="left")
@@ -57,7 +57,7 @@ def dedupe_run_keys(out: pl.DataFrame) -> pl.DataFrame:
 
 
 def step_anchor_keys(steps: pl.DataFrame, runs: pl.DataFrame, alloc_lines: pl.Series,
-                     n_lines: int, offset: int = 0) -> tuple[pl.Series, pl.Series]:  # fmt: skip
+                     n_lines: int, offset: int = 0) -> tuple[pl.Series, pl.Series]:
     """(run key through each step's anchor or null, steps that need the look-up).
 
     Line numbers minus ``offset`` index dense arrays of ``n_lines + 2`` slots.
@@ -87,7 +87,7 @@ def step_anchor_keys(steps: pl.DataFrame, runs: pl.DataFrame, alloc_lines: pl.Se
 
 
 def step_run_keys(steps: pl.DataFrame, runs: pl.DataFrame, alloc_lines: pl.Series,
-                  n_lines: int) -> pl.Series:  # fmt: skip
+                  n_lines: int) -> pl.Series:
     """The run of each step (see the module docstring).
 
     ``alloc_lines``: line numbers of every allocation line, loaded or rejected. A step's anchor

@@ -32,7 +32,7 @@ class Batch:
 
 def parse_piece(piece: bytes, first_line: int, header: list[str | None], present: set[str],
                 sep: str, timezone: str, source_file: str, n_lines: int | None = None,
-                limits: SanityLimits = DEFAULT_LIMITS) -> Batch:  # fmt: skip
+                limits: SanityLimits = DEFAULT_LIMITS) -> Batch:
     """Parse the lines of ``piece`` (``first_line`` is the number of its first line).
 
     Every line has the header's field count (the usual case): Polars' CSV reader splits them and
@@ -54,15 +54,15 @@ def parse_piece(piece: bytes, first_line: int, header: list[str | None], present
             split.lazy().filter(pl.col("line_no").is_in(wanted))
             .select("line_no", pl.concat_str([f"f{i}" for i in range(n)], separator=sep))
             .collect().iter_rows()
-        )  # fmt: skip
+        )
 
     return _typed_batch(split, header, present, timezone, source_file, [], 0, split.height,
-                        None, text_of, limits)  # fmt: skip
+                        None, text_of, limits)
 
 
 def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str], sep: str,
                  timezone: str, source_file: str,
-                 limits: SanityLimits = DEFAULT_LIMITS) -> Batch:  # fmt: skip
+                 limits: SanityLimits = DEFAULT_LIMITS) -> Batch:
     """Split, validate and type one batch of lines (``line_no``, ``line``)."""
     rejects: list[Reject] = []
     n = len(header)
@@ -77,13 +77,13 @@ def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str]
         odd_jobids = odd.filter(
             pl.col("line").str.split(sep).list.get(jobid_at, null_on_oob=True)
             .str.contains(ALLOC_ID_RE).fill_null(False)
-        )["line_no"]  # fmt: skip
+        )["line_no"]
         split = split.filter(fits)
         raw_of: dict[int, str] = dict(odd.select("line_no", "line").iter_rows())
         cands, meta, odd_rejects = placement_candidates(odd, header, sep, source_file)
         rejects.extend(odd_rejects)
         chosen, choose_rejects = choose_placements(cands, meta, header, present, timezone,
-                                                   source_file, raw_of)  # fmt: skip
+                                                   source_file, raw_of)
         rejects.extend(choose_rejects)
         if chosen.height:
             split = pl.concat([split, chosen], how="vertical").sort("line_no")
@@ -97,14 +97,14 @@ def _parse_batch(body: pl.DataFrame, header: list[str | None], present: set[str]
         )
 
     return _typed_batch(split, header, present, timezone, source_file, rejects, blank_lines,
-                        body.height, odd_jobids, text_of, limits)  # fmt: skip
+                        body.height, odd_jobids, text_of, limits)
 
 
 def _typed_batch(split: pl.DataFrame, header: list[str | None], present: set[str], timezone: str,
                  source_file: str, rejects: list[Reject], blank_lines: int, lines: int,
                  odd_jobids: pl.Series | None,
                  text_of: Callable[[list[int]], dict[int, str]],
-                 limits: SanityLimits = DEFAULT_LIMITS) -> Batch:  # fmt: skip
+                 limits: SanityLimits = DEFAULT_LIMITS) -> Batch:
     """Type and validate split lines (``line_no``, ``f0`` …) into a batch's runs and steps;
     allocation lines that break a sanity limit (:mod:`connectors.slurm.sanity`) are rejected."""
     raw = raw_frame(split, header)
@@ -115,18 +115,18 @@ def _typed_batch(split: pl.DataFrame, header: list[str | None], present: set[str
     typed = typed_checked(raw, header, present, timezone, source_file, text_of, rejects)
     del raw
     typed, insane = check_limits(typed, limits, present, source=SOURCE, source_file=source_file,
-                                 text_of=text_of)  # fmt: skip
+                                 text_of=text_of)
     rejects.extend(insane)
     lf = typed.lazy()
     runs = lf.filter(~pl.col("is_step")).select(
         [c for c in RUNS_SCHEMA if c in typed.columns]
-    ).with_columns(RUN_KEY.alias("run_key")).collect()  # fmt: skip
+    ).with_columns(RUN_KEY.alias("run_key")).collect()
     runs = array_het_columns(runs).with_columns(bridge_pods(runs["admin_comment"]))
     steps = lf.filter(pl.col("is_step")).select(
         *(c for c in _STEP_SOURCE_COLUMNS if c in typed.columns)
-    ).collect()  # fmt: skip
+    ).collect()
     return Batch(runs, steps, rejects, blank_lines, lines,
-                 pl.concat([a.cast(pl.Int64) for a in alloc_lines]))  # fmt: skip
+                 pl.concat([a.cast(pl.Int64) for a in alloc_lines]))
 
 
 _STEP_SOURCE_COLUMNS = (
@@ -134,20 +134,20 @@ _STEP_SOURCE_COLUMNS = (
     "cancelled_by_uid", "exit_code", "exit_signal", "start", "end", "elapsed_s", "alloc_cpus",
     "alloc_nodes", "nodelist", "nodes", "alloc_tres", "alloc_gpus", "alloc_gpu_types",
     "alloc_mem_bytes", "line_no",
-)  # fmt: skip
+)
 
 
 def final_frames(runs: pl.DataFrame, steps: pl.DataFrame, step_keys: pl.Series,
-                 source_file: str) -> tuple[pl.DataFrame, pl.DataFrame]:  # fmt: skip
+                 source_file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Runs (keys already numbered) and steps (with their run keys) in their final schemas."""
     runs = runs.with_columns(pl.lit(source_file).alias("source_file")).select(
         list(RUNS_SCHEMA)
-    ).cast(RUNS_SCHEMA)  # fmt: skip
+    ).cast(pl.Schema(RUNS_SCHEMA))
     steps = steps.with_columns(step_keys).lazy().select(
         "run_key", "cluster", "job_id", pl.col("job_id_text").alias("step_job_id"), "job_id_raw",
         "step_id", pl.col("job_name").alias("step_name"),
         *(c for c in STEPS_SCHEMA if c in steps.columns and c not in {
             "run_key", "cluster", "job_id", "job_id_raw", "step_id"}),
         pl.lit(source_file).alias("source_file"),
-    ).select(list(STEPS_SCHEMA)).cast(STEPS_SCHEMA).collect()  # fmt: skip
+    ).select(list(STEPS_SCHEMA)).cast(pl.Schema(STEPS_SCHEMA)).collect()
     return runs, steps

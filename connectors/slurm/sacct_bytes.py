@@ -50,7 +50,7 @@ def chunk_bounds(data: bytes, start: int, target: int) -> list[tuple[int, int, i
 
 
 def read_piece(piece: bytes, first_line: int, source_file: str
-               ) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
+               ) -> tuple[pl.DataFrame, list[Reject]]:
     """The lines of ``piece`` (``line_no``, ``line``); non-UTF-8 lines → rejects."""
     try:
         lines = pl.read_lines(piece, name="line")
@@ -64,7 +64,7 @@ def line_count(piece: bytes) -> int:
 
 
 def fast_split(piece: bytes, sep: str, n_fields: int, first_line: int,
-               n_lines: int | None = None) -> pl.DataFrame | None:  # fmt: skip
+               n_lines: int | None = None) -> pl.DataFrame | None:
     """``line_no``, ``f0`` … ``f{n-1}`` when every line of ``piece`` has exactly ``n_fields``
     fields, else ``None`` (the caller then takes the line-by-line path).
 
@@ -84,7 +84,7 @@ def fast_split(piece: bytes, sep: str, n_fields: int, first_line: int,
             piece, has_header=False, separator=sep, quote_char=None, infer_schema=False,
             empty_string_is_null=False, new_columns=[f"f{i}" for i in range(n_fields)],
             raise_if_empty=False, truncate_ragged_lines=False,
-        )  # fmt: skip
+        )
     except pl.exceptions.PolarsError:
         return None
     if frame.height != n_lines or frame.width != n_fields:
@@ -95,7 +95,7 @@ def fast_split(piece: bytes, sep: str, n_fields: int, first_line: int,
 
 
 def _read_lines_lenient(raw: bytes, source_file: str, first_line: int = 1
-                        ) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
+                        ) -> tuple[pl.DataFrame, list[Reject]]:
     """The slow way, for input with invalid UTF-8: such lines become rejects."""
     parts = raw.split(b"\n")
     if parts and parts[-1] == b"":
@@ -112,7 +112,7 @@ def _read_lines_lenient(raw: bytes, source_file: str, first_line: int = 1
         except UnicodeDecodeError as exc:
             reason = f"expected UTF-8 text, found invalid bytes ({exc.reason} at byte {exc.start})"
             rejects.append(Reject(SOURCE, source_file, no, "line", reason,
-                                  part.decode("utf-8", "replace")))  # fmt: skip
+                                  part.decode("utf-8", "replace")))
     frame = pl.DataFrame(
         {"line_no": line_nos, "line": texts}, schema={"line_no": pl.UInt32, "line": pl.String}
     )
@@ -126,7 +126,7 @@ def _detect_delimiter(header: str, source_file: str) -> str:
         return "|"
     msg = (f"{source_file}: expected a header line with fields separated by '|' or the unit "
            f"separator (0x1f), found {header[:200]!r}; pass delimiter= for another "
-           "separator")  # fmt: skip
+           "separator")
     raise SacctFormatError(msg)
 
 
@@ -140,7 +140,7 @@ class DumpHeader:
 
 
 def read_header(data: bytes, delimiter: str | None, source_file: str,
-                cluster: str | None = None) -> tuple[DumpHeader, int]:  # fmt: skip
+                cluster: str | None = None) -> tuple[DumpHeader, int]:
     """The header of a dump starting with ``data``, and where the body starts."""
     if not data:
         msg = f"{source_file}: expected a header line (JobID|JobIDRaw|…), found an empty file"

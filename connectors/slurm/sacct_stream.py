@@ -151,7 +151,7 @@ def iter_sacct_batches(
             if piece:
                 lines = line_count(piece)
                 batch = parse_piece(piece, line_no, dump.header, dump.present, dump.sep,
-                                    timezone, source_file, lines, limits=limits)  # fmt: skip
+                                    timezone, source_file, lines, limits=limits)
                 del piece
                 yield _stream_batch(batch, line_no, source_file)
                 line_no += lines
@@ -164,11 +164,11 @@ def _stream_batch(batch: Batch, first_line: int, source_file: str) -> SacctBatch
     runs = dedupe_run_keys(batch.runs)
     if batch.steps.height:
         keys, look_up = step_anchor_keys(batch.steps, runs, batch.alloc_lines, batch.lines,
-                                         offset=first_line)  # fmt: skip
+                                         offset=first_line)
         complete = not look_up.any()
     else:
         keys, complete = pl.Series("run_key", [], dtype=pl.String), True
     runs, steps = final_frames(runs, batch.steps, keys, source_file)
     rejects = sorted(batch.rejects, key=lambda r: r.line_no)
     return SacctBatch(runs, steps, rejects, batch.lines, batch.blank_lines, base_keys.unique(),
-                      complete)  # fmt: skip
+                      complete)

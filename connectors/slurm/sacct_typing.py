@@ -72,7 +72,7 @@ def distinct_index(values: pl.Series, distinct: pl.Series) -> pl.Series:
         pl.DataFrame({"_k": values}).lazy()
         .join(keys.lazy(), on="_k", how="left", nulls_equal=True, maintain_order="left")
         .collect()["_i"]
-    )  # fmt: skip
+    )
 
 
 def raw_frame(data: pl.DataFrame, header: list[str | None]) -> pl.DataFrame:
@@ -93,7 +93,7 @@ def raw_frame(data: pl.DataFrame, header: list[str | None]) -> pl.DataFrame:
 
 
 def typed_fields(raw: pl.DataFrame, present: set[str], timezone: str
-                 ) -> tuple[pl.DataFrame, list[Check]]:  # fmt: skip
+                 ) -> tuple[pl.DataFrame, list[Check]]:
     """Typed columns, ``_bad_<Field>`` flags, and ambiguity columns, for a frame of raw texts.
 
     ``raw`` has ``line_no`` and one String column per field of :data:`KNOWN_FIELDS` (null when the
@@ -109,14 +109,14 @@ def typed_fields(raw: pl.DataFrame, present: set[str], timezone: str
     def k_state(f: pl.DataFrame) -> pl.DataFrame:
         e = state_exprs("_k")
         return f.select("_k", e.state.alias("state"), e.cancelled_by_uid.alias("cancelled_by_uid"),
-                        e.bad.fill_null(False).alias("_bad_State"))  # fmt: skip
+                        e.bad.fill_null(False).alias("_bad_State"))
 
     def k_exit(prefix: str, field_name: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
         def build(f: pl.DataFrame) -> pl.DataFrame:
             code, sig, bad = exit_exprs("_k")
             return f.select("_k", code.alias(f"{prefix}exit_code"),
                             sig.alias(f"{prefix}exit_signal"),
-                            bad.fill_null(False).alias(f"_bad_{field_name}"))  # fmt: skip
+                            bad.fill_null(False).alias(f"_bad_{field_name}"))
         return build
 
     def k_tres(prefix: str, field_name: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
@@ -133,7 +133,7 @@ def typed_fields(raw: pl.DataFrame, present: set[str], timezone: str
         def build(f: pl.DataFrame) -> pl.DataFrame:
             value, bad = duration_exprs("_k")
             return f.select("_k", value.alias(out),
-                            bad.fill_null(False).alias(f"_bad_{field_name}"))  # fmt: skip
+                            bad.fill_null(False).alias(f"_bad_{field_name}"))
         return build
 
     def matches(col: str, pattern: str) -> pl.Expr:
@@ -170,7 +170,7 @@ def typed_fields(raw: pl.DataFrame, present: set[str], timezone: str
     if has_tl_raw:
         tl_raw, tl_raw_bad = raw_seconds_exprs("TimelimitRaw", factor=60)
         extra += [tl_raw.alias("timelimit_s"),
-                  tl_raw_bad.fill_null(False).alias("_bad_TimelimitRaw")]  # fmt: skip
+                  tl_raw_bad.fill_null(False).alias("_bad_TimelimitRaw")]
     direct = raw.lazy().select(
         pl.col("line_no").cast(pl.Int64),
         pl.col("JobID").alias("job_id_text"),
@@ -204,12 +204,12 @@ def typed_fields(raw: pl.DataFrame, present: set[str], timezone: str
         nodes_err.is_not_null().alias("_bad_NodeList"),
     )
     checks = [Check(f, _EXPECTED[f]) for f in _EXPECTED
-              if f in present and f"_bad_{f}" in out.columns]  # fmt: skip
+              if f in present and f"_bad_{f}" in out.columns]
     # a field under two header names, the cluster given for the dump (connectors.slurm.header)
-    extra = row_checks(raw.columns)
-    if extra:
-        out = out.with_columns(raw.select(c.bad.alias(f"_bad_{c.key}") for c in extra))
-        checks += [Check(c.key, c.expected, c.label, c.found) for c in extra]
+    header_checks = row_checks(raw.columns)
+    if header_checks:
+        out = out.with_columns(raw.select(c.bad.alias(f"_bad_{c.key}") for c in header_checks))
+        checks += [Check(c.key, c.expected, c.label, c.found) for c in header_checks]
     return out, checks
 
 
@@ -244,7 +244,8 @@ def order_checks(checks: list[Check], header: list[str | None]) -> list[Check]:
     return sorted(checks, key=lambda c: pos.get(c.field, len(pos)))
 
 
-def problem_of(row: dict, raw_row: dict, checks: list[Check], timezone: str) -> tuple[str, str]:
+def problem_of(row: dict[str, Any], raw_row: dict[str, Any], checks: list[Check],
+               timezone: str) -> tuple[str, str]:
     """(field, reason) of the first failing check of a row."""
     for c in checks:
         if row[f"_bad_{c.field}"]:
@@ -256,20 +257,20 @@ def problem_of(row: dict, raw_row: dict, checks: list[Check], timezone: str) -> 
             if c.field in TIME_FIELDS and row.get(f"_gap_{c.field}"):
                 return c.field, (f"expected a local time that exists in {timezone}, "
                                  f"found {value!r} (inside the hour skipped when DST "
-                                 "starts)")  # fmt: skip
+                                 "starts)")
             return c.field, f"{c.expected}, found {value!r}"
     return "line", "unknown problem"  # pragma: no cover - only called for rows with a problem
 
 
 def typed_checked(raw: pl.DataFrame, header: list[str | None], present: set[str], timezone: str,
                   source_file: str, text_of: Callable[[list[int]], dict[int, str]],
-                  rejects: list[Reject]) -> pl.DataFrame:  # fmt: skip
+                  rejects: list[Reject]) -> pl.DataFrame:
     """:func:`typed_fields`, then rows with a bad field or an unresolved DST time move to
     ``rejects``."""
     typed, checks = typed_fields(raw, present, timezone)
     checks = order_checks(checks, header)
     later_cols = [pl.col(c).is_not_null() for c in typed.columns if c.startswith("_later_")
-                  if typed[c].null_count() < typed.height]  # fmt: skip
+                  if typed[c].null_count() < typed.height]
     amb = pl.any_horizontal(later_cols) if later_cols else pl.lit(False)
     flags = typed.lazy().select(bad_any(checks).alias("bad"), amb.alias("_amb")).select(
         "bad", (pl.col("_amb") & ~pl.col("bad")).alias("amb")
@@ -283,7 +284,7 @@ def typed_checked(raw: pl.DataFrame, header: list[str | None], present: set[str]
 def _fix_or_reject(typed: pl.DataFrame, raw: pl.DataFrame, flags: pl.DataFrame,
                    checks: list[Check], timezone: str, source_file: str,
                    text_of: Callable[[list[int]], dict[int, str]],
-                   ) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
+                   ) -> tuple[pl.DataFrame, list[Reject]]:
     """Rows with a bad field → rejects; rows with ambiguous local times → resolved or rejects."""
     rejects: list[Reject] = []
     rows = pl.Series("_row", range(typed.height), dtype=pl.UInt32)
@@ -329,7 +330,7 @@ def _fix_or_reject(typed: pl.DataFrame, raw: pl.DataFrame, flags: pl.DataFrame,
     return typed, rejects
 
 
-def _resolve_ambiguous(row: dict) -> dict[str, object] | str:
+def _resolve_ambiguous(row: dict[str, Any]) -> dict[str, object] | str:
     """Pick one reading for each ambiguous local time of a row, or say why not."""
     names = [f for f in TIME_FIELDS if row.get(f.lower()) is not None]
     options = {
@@ -352,7 +353,7 @@ def _resolve_ambiguous(row: dict) -> dict[str, object] | str:
             return True
         span = (end - start).total_seconds()
         # Elapsed excludes suspended time: exact for most jobs, a lower bound for all
-        return span == elapsed if exact else span >= elapsed
+        return bool(span == elapsed if exact else span >= elapsed)
 
     combos = [dict(zip(names, vals, strict=True)) for vals in itertools.product(*options.values())]
     ok = [c for c in combos if consistent(c, exact=True)]
@@ -366,7 +367,7 @@ def _resolve_ambiguous(row: dict) -> dict[str, object] | str:
                 a, b = options[f]
                 return (f"{f}: expected a local time that is unambiguous in the dump's time zone, "
                         f"found one in the hour repeated when DST ends (UTC {a} or {b}) and the "
-                        "row's other times do not tell which")  # fmt: skip
+                        "row's other times do not tell which")
             continue
         resolved[f.lower()] = values.pop()
     return resolved

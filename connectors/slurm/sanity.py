@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 import polars as pl
 
@@ -60,7 +61,7 @@ ELAPSED_TOO_LONG = "elapsed_too_long"
 TIME_IN_FUTURE = "time_in_future"
 #: Every rule, in the order they are tried.
 RULES: tuple[str, ...] = (GPUS_PER_JOB, GPUS_PER_NODE, END_BEFORE_START, ELAPSED_TOO_LONG,
-                          TIME_IN_FUTURE)  # fmt: skip
+                          TIME_IN_FUTURE)
 #: Every sanity reject's reason starts with this, then the rule and ": ".
 REASON_PREFIX = "sanity limit "
 
@@ -114,20 +115,20 @@ class SanityLimits:
         unknown = sorted(set(table) - set(CONFIG_KEYS))
         if unknown:
             msg = (f"expected slurm_limits keys among {', '.join(CONFIG_KEYS)}, found "
-                   f"{', '.join(unknown)}")  # fmt: skip
+                   f"{', '.join(unknown)}")
             raise ValueError(msg)
 
         def number(key: str, *, whole: bool, low: float, strict: bool) -> float | None:
             if key not in table:
                 return None
             value = table[key]
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            ok = ok and (not whole or float(value).is_integer())
-            ok = ok and (value > low if strict else value >= low)  # type: ignore[operator]
-            if not ok:
+            number = (float(value) if isinstance(value, int | float)
+                      and not isinstance(value, bool) else None)
+            if (number is None or (whole and not number.is_integer())
+                    or not (number > low if strict else number >= low)):
                 msg = f"expected slurm_limits.{key} as {CONFIG_KEYS[key]}, found {value!r}"
                 raise ValueError(msg)
-            return float(value)  # type: ignore[arg-type]
+            return number
 
         out = cls()
         if (v := number("max_gpus_per_node", whole=True, low=1, strict=False)) is not None:
@@ -216,7 +217,7 @@ def _candidates(typed: pl.DataFrame, limits: SanityLimits) -> pl.Expr:
 def check_limits(typed: pl.DataFrame, limits: SanityLimits, present: set[str], *,
                  source: str, source_file: str,
                  text_of: Callable[[list[int]], dict[int, str]],
-                 ) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
+                 ) -> tuple[pl.DataFrame, list[Reject]]:
     """``typed`` (the parser's typed rows of a batch) without the allocation rows that break a
     limit, and their rejects. Vectorized; Python runs only for the candidate rows, which are
     the impossible ones (and, with a very uneven inventory, multi-node GPU runs)."""
@@ -235,14 +236,14 @@ def check_limits(typed: pl.DataFrame, limits: SanityLimits, present: set[str], *
         return typed, []
     texts = text_of([line for _, line, _, _ in problems])
     rejects = [Reject(source, source_file, line, fld, f"{REASON_PREFIX}{why}", texts[line])
-               for _, line, fld, why in problems]  # fmt: skip
+               for _, line, fld, why in problems]
     drop = pl.Series([r for r, _, _, _ in problems], dtype=pl.UInt32)
     kept = typed.with_row_index("_row").filter(~pl.col("_row").is_in(drop.implode())).drop("_row")
     return kept, rejects
 
 
-def _first_problem(row: Mapping[str, object], limits: SanityLimits,
-                   present: set[str]) -> tuple[str, str] | None:  # fmt: skip
+def _first_problem(row: Mapping[str, Any], limits: SanityLimits,
+                   present: set[str]) -> tuple[str, str] | None:
     """(field, "rule: expected …, found …") of the first rule ``row`` breaks, else None."""
     gpus = row.get("alloc_gpus") or 0
     nodes = list(row.get("nodes") or [])
@@ -294,7 +295,7 @@ def _first_problem(row: Mapping[str, object], limits: SanityLimits,
 
 
 def _fit_reason(gpus: int, capacity: list[tuple[str, int | None]], total: int,
-                limits: SanityLimits, nodelist: str) -> str:  # fmt: skip
+                limits: SanityLimits, nodelist: str) -> str:
     def one(node: str, count: int | None) -> str:
         if count is None:
             return (f"{node}: not in the inventory, at most {limits.max_gpus_per_node} "

@@ -46,6 +46,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import polars as pl
 
@@ -67,7 +68,7 @@ NO_JOBS = "No jobs in the system"
 FINISHED_STATES = frozenset({
     "COMPLETED", "COMPLETING", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
     "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED",
-})  # fmt: skip
+})
 
 _NODE_LINE = re.compile(r"^Nodes=(?P<nodes>\S+)(?: |$)")
 # GRES= (or 22.05's older GRES_IDX=) anywhere after Nodes=: a later release may print more fields
@@ -140,11 +141,11 @@ def fetch_scontrol_jobs(runner: CommandRunner, *, now: datetime | None = None) -
     started = _utc_naive(now or datetime.now(UTC)).replace(microsecond=0)
     text = runner.run(scontrol_command(), SCONTROL_ENVIRONMENT)
     return parse_scontrol_jobs(text, source_file=f"scontrol {started:%Y-%m-%dT%H:%M:%S}",
-                               timezone="UTC", observed_at=started)  # fmt: skip
+                               timezone="UTC", observed_at=started)
 
 
 def parse_scontrol_jobs(text: str, *, source_file: str, timezone: str = "UTC",
-                        observed_at: datetime | None = None) -> ScontrolParse:  # fmt: skip
+                        observed_at: datetime | None = None) -> ScontrolParse:
     """Parse ``scontrol show job -d`` output into one row per (job, node, GPU index).
 
     ``observed_at`` is when the snapshot was taken (naive means UTC). Without it, it is read from
@@ -169,7 +170,7 @@ def parse_scontrol_jobs(text: str, *, source_file: str, timezone: str = "UTC",
             jobs.append(_read_block(numbered))
         except _BadBlock as bad:
             rejects.append(Reject(SOURCE, source_file, bad.line_no, bad.field_name, bad.reason,
-                                  bad.raw))  # fmt: skip
+                                  bad.raw))
     timed = _with_times(jobs, timezone, source_file, rejects)
     when = _utc_naive(observed_at) if observed_at is not None else _snapshot_time(timed)
     rows = [
@@ -177,7 +178,7 @@ def parse_scontrol_jobs(text: str, *, source_file: str, timezone: str = "UTC",
          end if job.state in FINISHED_STATES else None, job.state, when, source_file, line_no)
         for job, start, end in timed
         for line_no, node, index, model, sharing, profile, units in job.gpus
-    ]  # fmt: skip
+    ]
     frame = pl.DataFrame(rows, schema=SCONTROL_GPU_INDICES_SCHEMA, orient="row")
     rejects.sort(key=lambda r: r.line_no)
     return ScontrolParse(frame, rejects, blocks, len(lines), when)
@@ -239,10 +240,10 @@ def _read_block(numbered: list[tuple[int, str]]) -> _Job:
             job.gpus.extend(_node_line(no, line, s))
     if job.state is None:
         raise _BadBlock(first_no, "JobState", "expected a JobState= line in the job's block, "
-                        "found none (a cut snapshot?)", first)  # fmt: skip
+                        "found none (a cut snapshot?)", first)
     if job.start_text is None:
         raise _BadBlock(first_no, "StartTime", "expected a StartTime= line in the job's block, "
-                        "found none (a cut snapshot?)", first)  # fmt: skip
+                        "found none (a cut snapshot?)", first)
     return job
 
 
@@ -258,7 +259,7 @@ def _job_ids(no: int, line: str) -> _Job:
         array, task = pairs["ArrayJobId"], pairs.get("ArrayTaskId", "")
         if not _INT.match(array) or not _TASK_RANGE.match(task):
             raise _BadBlock(no, "ArrayTaskId", "expected ArrayJobId=N ArrayTaskId=M (or a range "
-                            f"such as 5-9), found {array!r} and {task!r}", line)  # fmt: skip
+                            f"such as 5-9), found {array!r} and {task!r}", line)
         if _INT.match(task):
             job_id = f"{array}_{task}"
         else:  # the pending rest of an array, as sacct prints it: 123_[5-9%2]
@@ -270,7 +271,7 @@ def _job_ids(no: int, line: str) -> _Job:
         het, offset = pairs["HetJobId"], pairs.get("HetJobOffset", "")
         if not _INT.match(het) or not _INT.match(offset):
             raise _BadBlock(no, "HetJobOffset", "expected HetJobId=N HetJobOffset=M, found "
-                            f"{het!r} and {offset!r}", line)  # fmt: skip
+                            f"{het!r} and {offset!r}", line)
         job_id = f"{het}+{offset}"
     return _Job(first_line=no, raw_first=line, job_id=job_id, job_id_raw=int(raw))
 
@@ -289,7 +290,7 @@ def _node_line(no: int, line: str, stripped: str) -> list[_Gpu]:
     m = _NODE_LINE.match(stripped)
     if m is None:
         raise _BadBlock(no, "Nodes", "expected '  Nodes=HOSTLIST CPU_IDs=… Mem=… GRES=…', "
-                        f"found {stripped!r}", line)  # fmt: skip
+                        f"found {stripped!r}", line)
     g = _NODE_GRES.search(stripped, m.end() - 1)
     gres = g.group("gres") if g else ""
     indices = _gpu_indices(no, line, gres, g.group("key") if g else "GRES")
@@ -301,13 +302,15 @@ def _node_line(no: int, line: str, stripped: str) -> list[_Gpu]:
         raise _BadBlock(no, "Nodes", str(exc), line) from exc
     if not nodes:
         raise _BadBlock(no, "Nodes", "expected the nodes holding the GPUs, found "
-                        f"{m.group('nodes')!r}", line)  # fmt: skip
+                        f"{m.group('nodes')!r}", line)
     return [(no, node, *held) for node in nodes for held in indices]
 
 
 def _split_entries(gres: str) -> list[str]:
     """``gpu:a100:2(IDX:0-1,4),shard:0`` → the entries (commas inside parentheses stay)."""
-    entries, depth, cur = [], 0, []
+    entries: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in gres:
         depth += (ch == "(") - (ch == ")")
         if ch == "," and depth == 0:
@@ -331,12 +334,12 @@ def _gpu_indices(no: int, line: str, gres: str, key: str) -> list[_Held]:
         m = _GRES_ENTRY.match(entry)
         if m is None:
             raise _BadBlock(no, key, "expected GRES entries like gpu:a100:2(IDX:0-1), found "
-                            f"{entry!r} in {gres!r}", line)  # fmt: skip
+                            f"{entry!r} in {gres!r}", line)
         name = m.group("name")
         if m.group("per_gpu") is not None:  # 23.11.2+: a shared GRES's units per GPU
             if name == "gpu":
                 raise _BadBlock(no, key, "expected GPU indices (IDX:…) for a gpu entry, found "
-                                f"units per GPU in {entry!r}", line)  # fmt: skip
+                                f"units per GPU in {entry!r}", line)
             if name == MPS:  # shards: no row, as with CNT:
                 for held in _mps_per_gpu(no, line, m.group("per_gpu"), m.group("mid"), entry,
                                          key):
@@ -359,7 +362,7 @@ def _gpu_indices(no: int, line: str, gres: str, key: str) -> list[_Held]:
             continue
         if count is not None and count != len(indices):
             raise _BadBlock(no, key, f"expected {count} GPU indices in {entry!r}, found "
-                            f"{len(indices)}", line)  # fmt: skip
+                            f"{len(indices)}", line)
         meaning = slurm_gpu_type(model) if model else None
         mig = meaning is not None and meaning.sharing == MIG
         for index in indices:
@@ -369,17 +372,17 @@ def _gpu_indices(no: int, line: str, gres: str, key: str) -> list[_Held]:
 
 
 def _mps_per_gpu(no: int, line: str, per_gpu: str, mid: str | None, entry: str,
-                 key: str) -> list[_Held]:  # fmt: skip
+                 key: str) -> list[_Held]:
     """``mps:50(0/100,50/100)`` (Slurm 23.11.2+: held/available per GPU, in GRES index order) →
     a row per GPU holding units; the units must add up to the entry's count."""
     held = [int(pair.split("/", 1)[0]) for pair in per_gpu.split(",")]
     if len(held) > MAX_GPU_INDEX + 1:
         raise _BadBlock(no, key, f"expected at most {MAX_GPU_INDEX + 1} GPUs in {entry!r}, "
-                        f"found {len(held)}", line)  # fmt: skip
+                        f"found {len(held)}", line)
     _, count = _type_and_count(mid)
     if count is not None and count != sum(held):
         raise _BadBlock(no, key, f"expected MPS units adding up to {count} in {entry!r}, found "
-                        f"{sum(held)}", line)  # fmt: skip
+                        f"{sum(held)}", line)
     return [(index, None, MPS, None, units) for index, units in enumerate(held) if units > 0]
 
 
@@ -399,14 +402,14 @@ def _index_list(no: int, line: str, spec: str, entry: str, key: str) -> list[int
         return []
     if not _INDEX_LIST.match(spec):
         raise _BadBlock(no, key, f"expected GPU indices like 0-1,4 in {entry!r}, found {spec!r}",
-                        line)  # fmt: skip
+                        line)
     out: list[int] = []
     for part in spec.split(","):
         lo_s, _, hi_s = part.partition("-")
         lo, hi = int(lo_s), int(hi_s or lo_s)
         if hi < lo or hi > MAX_GPU_INDEX:
             raise _BadBlock(no, key, f"expected ascending GPU indices up to {MAX_GPU_INDEX} in "
-                            f"{entry!r}, found {part!r}", line)  # fmt: skip
+                            f"{entry!r}, found {part!r}", line)
         out.extend(range(lo, hi + 1))
     return out
 
@@ -415,13 +418,13 @@ _Timed = tuple[_Job, datetime | None, datetime | None]
 
 
 def _with_times(jobs: list[_Job], timezone: str, source_file: str,
-                rejects: list[Reject]) -> list[_Timed]:  # fmt: skip
+                rejects: list[Reject]) -> list[_Timed]:
     """Each job with its UTC start and end; a job whose times cannot be read is rejected."""
     if not jobs:
         return []
     raw = pl.DataFrame({"StartTime": [j.start_text for j in jobs],
                         "EndTime": [j.end_text for j in jobs]}, schema={
-                            "StartTime": pl.String, "EndTime": pl.String})  # fmt: skip
+                            "StartTime": pl.String, "EndTime": pl.String})
     times = time_frame(raw, ["StartTime", "EndTime"], timezone).to_dicts()
     out = []
     for job, t in zip(jobs, times, strict=True):
@@ -434,7 +437,7 @@ def _with_times(jobs: list[_Job], timezone: str, source_file: str,
     return out
 
 
-def _time_problem(job: _Job, t: dict, timezone: str) -> tuple[str, str] | None:
+def _time_problem(job: _Job, t: dict[str, Any], timezone: str) -> tuple[str, str] | None:
     for name, text in (("StartTime", job.start_text), ("EndTime", job.end_text)):
         if t[f"_bad_{name}"]:
             return name, f"{TIME_EXPECTED}, found {text!r}"

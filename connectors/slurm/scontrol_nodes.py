@@ -23,10 +23,12 @@ import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import polars as pl
 
 from connectors.errors import Reject
+from connectors.frame_types import SchemaDict
 from connectors.gpu_sharing import MIG, MPS, SHARD, gpu_slices, mig_compute_slices, slurm_gpu_type
 
 REJECT_SOURCE = "scontrol_nodes"
@@ -49,7 +51,7 @@ NODE_KEYS = frozenset((
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z_][A-Za-z0-9_]*)=")
 _SUFFIX = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
-NODE_SCHEMA = {
+NODE_SCHEMA: SchemaDict = {
     "node": pl.String,
     "gpu_model": pl.String,  # the GRES type, lower case ('' when the GRES has none)
     "gpu_count": pl.Int32,  # GPUs (or MIG slices) of that type on the node
@@ -94,7 +96,9 @@ def _count(text: str) -> int:
 
 def _split_top(text: str) -> list[str]:
     """Split on commas outside parentheses (``gpu:a100:2(S:0,1)`` stays whole)."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         depth += (ch == "(") - (ch == ")")
         if ch == "," and depth == 0:
@@ -135,7 +139,7 @@ def parse_gres(text: str) -> list[Gres]:
 
 
 def parse_scontrol_nodes(text: str, *, source_file: str = "scontrol -o show node"
-                         ) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
+                         ) -> tuple[pl.DataFrame, list[Reject]]:
     """One row per GPU type per node (``NODE_SCHEMA``) and the lines that could not be read."""
     rows: list[dict[str, object]] = []
     rejects: list[Reject] = []
@@ -185,7 +189,7 @@ def parse_scontrol_nodes(text: str, *, source_file: str = "scontrol -o show node
 
 #: Slurm nodes that are Slinky slurmd pods: ``Comment={"namespace":…,"podName":…,"node":…}``
 #: (SlinkyProject/slurm-operator docs/usage/topology.md, written by the NodeSet controller).
-SLINKY_POD_SCHEMA = {
+SLINKY_POD_SCHEMA: SchemaDict = {
     "node": pl.String,  # the Slurm NodeName
     "pod_namespace": pl.String,
     "pod_name": pl.String,
@@ -216,7 +220,7 @@ def slinky_node_pods(text: str) -> pl.DataFrame:
 
 #: Shared GPUs of a node from its ``Gres=`` (docs/shared-gpus.md): one row per (node, sharing,
 #: MIG profile), the columns of ``node_gpu_slices``.
-SLURM_SLICE_SCHEMA = {
+SLURM_SLICE_SCHEMA: SchemaDict = {
     "node": pl.String,
     "sharing": pl.String,  # mig, shard, mps
     "slice_profile": pl.String,  # MIG profile (1g.10gb); null otherwise
@@ -244,7 +248,7 @@ def node_slices(nodes: pl.DataFrame) -> pl.DataFrame:
     for node, gres_text in nodes.select("node", "gres").unique(maintain_order=True).iter_rows():
         gres = parse_gres(gres_text or "")
         whole = 0
-        mig: dict[str, list] = {}  # profile -> [instances, model]
+        mig: dict[str, list[Any]] = {}  # profile -> [instances, model]
         shared: dict[str, int] = {}
         for g in gres:
             if g.name == "gpu":

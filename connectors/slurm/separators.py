@@ -43,7 +43,7 @@ def _compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
 
 
 def _assemble(tokens: list[str], n_fields: int, free_pos: list[int], extra: tuple[int, ...],
-              sep: str) -> list[str]:  # fmt: skip
+              sep: str) -> list[str]:
     give = dict(zip(free_pos, extra, strict=True))
     values: list[str] = []
     p = 0
@@ -84,7 +84,7 @@ def split_lines(lines: pl.DataFrame, sep: str, n_fields: int) -> tuple[pl.DataFr
             (parts.list.len() == n_fields).alias("_fits"),
         )
         .collect()
-    )  # fmt: skip
+    )
     return split.drop("_fits"), split["_fits"]
 
 
@@ -92,7 +92,7 @@ Meta = tuple[int, int, str, tuple[str, ...]]
 
 
 def placement_candidates(odd: pl.DataFrame, header: list[str | None], sep: str, source_file: str
-                         ) -> tuple[pl.DataFrame, list[Meta], list[Reject]]:  # fmt: skip
+                         ) -> tuple[pl.DataFrame, list[Meta], list[Reject]]:
     """Candidate rows for lines with more fields than the header; rejects for the hopeless ones.
 
     Returns (candidate frame with ``line_no``, ``_cand`` and ``f0``…, per-line meta, rejects);
@@ -110,20 +110,20 @@ def placement_candidates(odd: pl.DataFrame, header: list[str | None], sep: str, 
         if k < 0:
             rejects.append(Reject(SOURCE, source_file, line_no, "line",
                                   f"expected {n} fields separated by {sep!r}, found {len(tokens)}",
-                                  line))  # fmt: skip
+                                  line))
             continue
         if not free_pos:
             rejects.append(Reject(SOURCE, source_file, line_no, "line",
                                   f"expected {n} fields separated by {sep!r}, found {len(tokens)}"
                                   " and no free-text field (JobName, AdminComment, …) in the "
-                                  "header to hold the extra separators", line))  # fmt: skip
+                                  "header to hold the extra separators", line))
             continue
         placements = list(itertools.islice(_compositions(k, len(free_pos)), MAX_PLACEMENTS + 1))
         if len(placements) > MAX_PLACEMENTS:
             rejects.append(Reject(SOURCE, source_file, line_no, "line",
                                   f"expected {n} fields, found {len(tokens)}: too many ways "
                                   f"(>{MAX_PLACEMENTS}) to place {k} extra separators in "
-                                  f"{' or '.join(free_names)}", line))  # fmt: skip
+                                  f"{' or '.join(free_names)}", line))
             continue
         for ci, extra in enumerate(placements):
             rows.append([line_no, ci, *_assemble(tokens, n, free_pos, extra, sep)])
@@ -135,7 +135,7 @@ def placement_candidates(odd: pl.DataFrame, header: list[str | None], sep: str, 
 
 def choose_placements(cands: pl.DataFrame, meta: list[Meta],
                       header: list[str | None], present: set[str], timezone: str, source_file: str,
-                      raw_of: dict[int, str]) -> tuple[pl.DataFrame, list[Reject]]:  # fmt: skip
+                      raw_of: dict[int, str]) -> tuple[pl.DataFrame, list[Reject]]:
     """Keep, per line, the one candidate that parses; reject lines with none or several."""
     if cands.height == 0:
         return cands, []
@@ -180,11 +180,11 @@ def choose_placements(cands: pl.DataFrame, meta: list[Meta],
                 fld, why = next(
                     (name, f"implausible text {cands_rows[i][col]!r}") for name, col in free
                     if not _plausible_free_text(str(field_of(name)), cands_rows[i][col] or "")
-                )  # fmt: skip
+                )
             rejects.append(Reject(SOURCE, source_file, line_no, "line",
                                   f"expected {len(header)} fields; {what} fit no placement in "
                                   f"{' or '.join(free_names)} that makes every other field valid "
-                                  f"(first placement: {fld}: {why})", raw_of[line_no]))  # fmt: skip
+                                  f"(first placement: {fld}: {why})", raw_of[line_no]))
         else:
             chosen = shaped or chosen
             holders = [name for name in free_names
@@ -192,6 +192,6 @@ def choose_placements(cands: pl.DataFrame, meta: list[Meta],
             rejects.append(Reject(SOURCE, source_file, line_no, "line",
                                   f"ambiguous: {what} could belong to {' or '.join(holders)} "
                                   f"({len(chosen)} placements give valid fields)",
-                                  raw_of[line_no]))  # fmt: skip
+                                  raw_of[line_no]))
     chosen_frame = cands[keep].drop("_cand") if keep else cands.clear().drop("_cand")
     return chosen_frame, rejects

@@ -22,7 +22,7 @@ import polars as pl
 
 _INT = r"^(?:\d*|Unknown|INVALID)$"
 _DURATION = (r"^(?:|(?:\d+-)?(?:\d{1,2}:)?\d{1,2}:\d{2}(?:\.\d+)?|Unknown|INVALID|UNLIMITED"
-             r"|Partition_Limit)$")  # fmt: skip
+             r"|Partition_Limit)$")
 
 _AMOUNT = r"^(?:\d+(?:\.\d+)?[KMGTPE]?|Unknown)?$"  # 0, 4648K, 2.60M, 20.54M (unit-converted)
 
@@ -39,14 +39,14 @@ SHAPES: dict[str, str] = {
     **dict.fromkeys(
         ("CONSUMEDENERGY", "AVECPUFREQ", "AVEDISKREAD", "AVEDISKWRITE", "AVEPAGES", "AVERSS",
          "AVEVMSIZE", "MAXDISKREAD", "MAXDISKWRITE", "MAXPAGES", "MAXRSS", "MAXVMSIZE"), _AMOUNT),
-}  # fmt: skip
+}
 
 
 def shape_ok(frame: pl.DataFrame, names: Sequence[str]) -> list[bool]:
     """For each row of ``frame`` (columns ``f0`` … in header order, ``names`` as printed),
     whether every field with a known shape has it."""
     tests = [pl.col(f"f{i}").fill_null("").str.contains(SHAPES[n.strip().upper()])
-             for i, n in enumerate(names) if n.strip().upper() in SHAPES]  # fmt: skip
+             for i, n in enumerate(names) if n.strip().upper() in SHAPES]
     if not tests:
         return [True] * frame.height
     return frame.select(pl.all_horizontal(tests)).to_series().to_list()

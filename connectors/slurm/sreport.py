@@ -107,7 +107,7 @@ def _utc(text: str, tz: str) -> datetime:
 
 
 def read_sreport(source: Path | str | bytes, *, timezone: str = "UTC", source_file: str,
-                 free_text: str | None = None) -> SreportTable:  # fmt: skip
+                 free_text: str | None = None) -> SreportTable:
     """Split ``sreport -P`` output into banner facts, header and rows.
 
     ``free_text`` names the one column that may contain ``|`` (``Proper Name``); extra separators
@@ -129,7 +129,7 @@ def read_sreport(source: Path | str | bytes, *, timezone: str = "UTC", source_fi
             if m := _UNIT_RE.match(stripped):
                 if m["pct"]:
                     msg = (f"{source_file}:{no}: expected usage in TRES seconds, minutes or "
-                           f"hours, found {stripped!r} (run sreport with -t seconds)")  # fmt: skip
+                           f"hours, found {stripped!r} (run sreport with -t seconds)")
                     raise SreportFormatError(msg)
                 unit = m["unit"]
                 continue
@@ -138,7 +138,7 @@ def read_sreport(source: Path | str | bytes, *, timezone: str = "UTC", source_fi
                 continue
             msg = (f"{source_file}:{no}: expected the sreport banner (title with the period, "
                    f"'Usage reported in …') and then a '|' header, found {line[:120]!r}"
-                   " (was sreport run with -n or without -P?)")  # fmt: skip
+                   " (was sreport run with -n or without -P?)")
             raise SreportFormatError(msg)
         if not line.strip():
             continue
@@ -149,12 +149,12 @@ def read_sreport(source: Path | str | bytes, *, timezone: str = "UTC", source_fi
             fields = [*fields[:i], "|".join(fields[i : i + extra + 1]), *fields[i + extra + 1 :]]
         if len(fields) != len(header):
             msg = (f"{source_file}:{no}: expected {len(header)} fields ({'|'.join(header)}), "
-                   f"found {len(fields)}: {line[:200]!r}")  # fmt: skip
+                   f"found {len(fields)}: {line[:200]!r}")
             raise SreportFormatError(msg)
         rows.append((no, tuple(fields)))
     if header is None or title is None or start is None or end is None:
         msg = (f"{source_file}: expected an sreport banner with a period and a header line, "
-               "found none (empty output, or sreport -n)")  # fmt: skip
+               "found none (empty output, or sreport -n)")
         raise SreportFormatError(msg)
     if unit is None:
         msg = f"{source_file}: expected a 'Usage reported in TRES …' line, found none"
@@ -179,20 +179,20 @@ def _seconds(value: str, factor: int, where: str, column: str) -> int:
 
 
 def _check_layout(table: SreportTable, title: str, required: tuple[str, ...], source_file: str,
-                  report: str) -> None:  # fmt: skip
+                  report: str) -> None:
     if table.title != title:
         msg = (f"{source_file}: expected a '{report}' report titled {title!r}, found "
-               f"{table.title!r}")  # fmt: skip
+               f"{table.title!r}")
         raise SreportFormatError(msg)
     missing = [c for c in required if c not in table.header]
     if missing:
         msg = (f"{source_file}: expected the columns {'|'.join(required)}, found "
-               f"{'|'.join(table.header)} (missing {', '.join(missing)})")  # fmt: skip
+               f"{'|'.join(table.header)} (missing {', '.join(missing)})")
         raise SreportFormatError(msg)
 
 
 def parse_cluster_utilization(source: Path | str | bytes, *, timezone: str = "UTC",
-                              source_file: str) -> pl.DataFrame:  # fmt: skip
+                              source_file: str) -> pl.DataFrame:
     """``sreport -P -t seconds -T … cluster utilization`` → one row per (cluster, TRES).
 
     Schema: :data:`connectors.slurm.records.SREPORT_UTILIZATION_SCHEMA`. Columns the report does
@@ -213,13 +213,13 @@ def parse_cluster_utilization(source: Path | str | bytes, *, timezone: str = "UT
             else:
                 rec[col] = _seconds(value, factor, f"{source_file}:{no}", name)
         rec.update(report_start=table.period_start, report_end=table.period_end,
-                   unit=table.unit)  # fmt: skip
+                   unit=table.unit)
         records.append(rec)
     return pl.DataFrame(records, schema=SREPORT_UTILIZATION_SCHEMA, orient="row")
 
 
 def parse_account_utilization_by_user(source: Path | str | bytes, *, timezone: str = "UTC",
-                                      source_file: str) -> pl.DataFrame:  # fmt: skip
+                                      source_file: str) -> pl.DataFrame:
     """``sreport -P -t seconds -T … cluster AccountUtilizationByUser`` → one row per
     (cluster, account, login, TRES) with ``used_seconds``.
 
@@ -228,9 +228,9 @@ def parse_account_utilization_by_user(source: Path | str | bytes, *, timezone: s
     Schema: :data:`connectors.slurm.records.SREPORT_ACCOUNT_USER_SCHEMA`.
     """
     table = read_sreport(source, timezone=timezone, source_file=source_file,
-                         free_text="Proper Name")  # fmt: skip
+                         free_text="Proper Name")
     _check_layout(table, ACCOUNT_USER_TITLE, _ACCT_REQUIRED, source_file,
-                  "cluster AccountUtilizationByUser")  # fmt: skip
+                  "cluster AccountUtilizationByUser")
     factor = _FACTOR[table.unit.capitalize()]
     idx = {name: table.header.index(name) for name in _ACCT_REQUIRED}
     records = []
@@ -247,5 +247,5 @@ def parse_account_utilization_by_user(source: Path | str | bytes, *, timezone: s
             "report_start": table.period_start,
             "report_end": table.period_end,
             "unit": table.unit,
-        })  # fmt: skip
+        })
     return pl.DataFrame(records, schema=SREPORT_ACCOUNT_USER_SCHEMA, orient="row")

@@ -22,13 +22,13 @@ KNOWN_STATES: frozenset[str] = frozenset({
     "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "REVOKED", "SPECIAL_EXIT", "STAGE_OUT",
     "STOPPED", "SIGNALING", "CONFIGURING", "COMPLETING", "POWER_UP_NODE", "RESV_DEL_HOLD",
     "UPDATE_DB", "LAUNCH_FAILED", "RECONFIG_FAIL",
-})  # fmt: skip
+})
 
 #: States of allocations that have ended (the allocation will not change any more).
 ENDED_STATES: frozenset[str] = frozenset({
     "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
     "DEADLINE", "OUT_OF_MEMORY", "REQUEUED", "REVOKED",
-})  # fmt: skip
+})
 
 STATE_RE = r"^([A-Z][A-Z_]*)(?: by (\d+))?$"
 EXIT_RE = r"^(\d+):(\d+)$"

@@ -89,12 +89,12 @@ def time_frame(frame: pl.DataFrame, fields: list[str], timezone: str) -> pl.Data
         s1.append((c.str.to_integer(strict=False) * _US).cast(pl.Datetime("us")).alias(f"_ep_{f}"))
         if kinds[f].naive:
             s1.append(c.str.strptime(pl.Datetime("us"), NAIVE_FORMAT, strict=False)
-                      .alias(f"_nv_{f}"))  # fmt: skip
+                      .alias(f"_nv_{f}"))
         if kinds[f].offset:
             s1.append(
                 c.str.strptime(pl.Datetime("us", "UTC"), OFFSET_FORMAT, strict=False)
                 .dt.replace_time_zone(None).alias(f"_of_{f}")
-            )  # fmt: skip
+            )
     st = frame.lazy().select(s1)
     # stage 2: local → UTC (both readings) where naive local times occur outside UTC
     s2: list[pl.Expr] = []
@@ -107,7 +107,7 @@ def time_frame(frame: pl.DataFrame, fields: list[str], timezone: str) -> pl.Data
                     .dt.replace_time_zone(timezone, ambiguous=which, non_existent="null")
                     .dt.convert_time_zone("UTC").dt.replace_time_zone(None)
                     .alias(f"_{which}_{f}")
-                )  # fmt: skip
+                )
     if s2:
         st = st.with_columns(s2)
     # stage 3: combine

@@ -25,7 +25,7 @@ import polars as pl
 from connectors.kubernetes.dcgm import dcgm_samples
 from connectors.kubernetes.dcgm_attribution import attribute_samples
 from connectors.kubernetes.ksm import node_gpu_capacity, pod_gpu_allocations
-from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.slurm.fields import SACCT_ENVIRONMENT, sacct_command
 from connectors.slurm.node_split import allocations_per_node
 from connectors.slurm.parse import parse_sacct

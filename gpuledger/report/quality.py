@@ -1,7 +1,7 @@
 """The data-quality gate in the weekly report: which invoice lines are provisional, and why.
 
 The mark and its reasons come with each line from the ledger's invoice view (``provisional``,
-``provisional_reasons``: "day cluster: reasons", " | "-joined; ``models/schema.py``), so the
+``provisional_reasons``: "day cluster: reasons", " | "-joined; ``models/schema/``), so the
 page, the CSVs and the dashboard show the same rule's outcome.
 """
 

@@ -19,12 +19,12 @@ class Engine(Protocol):
     name: str
 
     def create_temp(self, con: duckdb.DuckDBPyConnection, name: str, sql: str,
-                    params: Mapping[str, object]) -> None:  # fmt: skip
+                    params: Mapping[str, object]) -> None:
         """What ``CREATE OR REPLACE TEMP TABLE name AS <sql>`` does on DuckDB: afterwards
         ``name`` is readable from ``con``."""
 
     def insert(self, con: duckdb.DuckDBPyConnection, table: str, sql: str,
-               params: Mapping[str, object]) -> None:  # fmt: skip
+               params: Mapping[str, object]) -> None:
         """What ``INSERT INTO table BY NAME <sql>`` does, in the caller's open transaction."""
 
     def drop_temps(self, con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
@@ -57,12 +57,12 @@ class DuckDBEngine:
     name = "duckdb"
 
     def create_temp(self, con: duckdb.DuckDBPyConnection, name: str, sql: str,
-                    params: Mapping[str, object]) -> None:  # fmt: skip
+                    params: Mapping[str, object]) -> None:
         drop_temp(con, name)  # a Spark run may have left a view of that name
         con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {sql}", bound(sql, params))
 
     def insert(self, con: duckdb.DuckDBPyConnection, table: str, sql: str,
-               params: Mapping[str, object]) -> None:  # fmt: skip
+               params: Mapping[str, object]) -> None:
         con.execute(f"INSERT INTO {table} BY NAME {sql}", bound(sql, params))
 
     def drop_temps(self, con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:

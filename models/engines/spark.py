@@ -29,6 +29,7 @@ from pyspark.sql import types as T
 from models.engines import bound, drop_temp
 from models.engines.transpile import tables_read, to_spark
 from models.lake import lake_root, lake_table_glob
+from models.scalars import scalar
 from models.schema import ALL_TABLES
 
 # what DuckDB means, set on the session the engine is given (runtime SQL settings)
@@ -61,7 +62,7 @@ class SparkEngine:
 
     def __init__(self, session: SparkSession, scratch: Path,
                  sources: Mapping[str, str] | None = None, *,
-                 use_lake: bool = True) -> None:  # fmt: skip
+                 use_lake: bool = True) -> None:
         self.session = session
         self.scratch = Path(scratch)
         self.sources = dict(sources or {})
@@ -75,7 +76,7 @@ class SparkEngine:
 
     # -- the Engine protocol -------------------------------------------------------------
     def create_temp(self, con: duckdb.DuckDBPyConnection, name: str, sql: str,
-                    params: Mapping[str, object]) -> None:  # fmt: skip
+                    params: Mapping[str, object]) -> None:
         values = bound(sql, params)
         types = self._duckdb_types(con, sql, values)
         files = self._compute(con, name, sql, values, types)
@@ -83,7 +84,7 @@ class SparkEngine:
         con.execute(f"CREATE TEMP VIEW {name} AS {self._read_back(files, types)}")
 
     def insert(self, con: duckdb.DuckDBPyConnection, table: str, sql: str,
-               params: Mapping[str, object]) -> None:  # fmt: skip
+               params: Mapping[str, object]) -> None:
         values = bound(sql, params)
         types = self._duckdb_types(con, sql, values)
         files = self._compute(con, table, sql, values, types)
@@ -108,12 +109,12 @@ class SparkEngine:
 
     @staticmethod
     def _duckdb_types(con: duckdb.DuckDBPyConnection, sql: str,
-                      values: Mapping[str, object]) -> list[tuple[str, str]]:  # fmt: skip
+                      values: Mapping[str, object]) -> list[tuple[str, str]]:
         """The columns and types DuckDB gives ``sql`` (bound, not run)."""
         return [(row[0], row[1]) for row in con.execute(f"DESCRIBE {sql}", values).fetchall()]
 
     def _compute(self, con: duckdb.DuckDBPyConnection, name: str, sql: str,
-                 values: Mapping[str, object], types: list[tuple[str, str]]) -> Path:  # fmt: skip
+                 values: Mapping[str, object], types: list[tuple[str, str]]) -> Path:
         for table in sorted(tables_read(sql)):
             self._provide(con, table)
         frame = self.session.sql(to_spark(sql, values))
@@ -159,8 +160,8 @@ class SparkEngine:
         """The lake of the ledger file ``con`` has open (none for an in-memory ledger)."""
         if not self.use_lake:
             return None
-        path = con.execute("SELECT path FROM duckdb_databases() "
-                           "WHERE database_name = current_database()").fetchone()[0]
+        path = scalar(con, "SELECT path FROM duckdb_databases() "
+                           "WHERE database_name = current_database()")
         return lake_root(Path(path)) if path else None
 
     @staticmethod

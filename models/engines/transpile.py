@@ -68,7 +68,7 @@ def parameter_names(sql: str) -> set[str]:
     return set(_PARAMETER.findall(sql))
 
 
-def literal(value: object) -> exp.Expression:
+def literal(value: object) -> exp.Expr:
     """``value`` as a typed Spark literal (what DuckDB binds a Python value as)."""
     if value is None:
         return exp.Null()
@@ -101,20 +101,20 @@ def tables_read(sql: str) -> set[str]:
     return {t.name for t in tree.find_all(exp.Table) if t.name and t.name not in ctes}
 
 
-def _call(name: str, *args: exp.Expression) -> exp.Expression:
+def _call(name: str, *args: exp.Expr) -> exp.Expr:
     """A Spark function call written as is (SQLGlot's own classes reorder some arguments)."""
     return exp.Anonymous(this=name, expressions=list(args))
 
 
-def _unit_interval(unit: str) -> exp.Expression:
+def _unit_interval(unit: str) -> exp.Expr:
     return exp.Interval(this=exp.Literal.string("1"), unit=exp.Var(this=unit))
 
 
-def _micros_between(start: exp.Expression, end: exp.Expression) -> exp.Expression:
+def _micros_between(start: exp.Expr, end: exp.Expr) -> exp.Expr:
     return _call("TIMESTAMPDIFF", exp.Var(this="MICROSECOND"), start.copy(), end.copy())
 
 
-def _epoch(node: exp.TimeToUnix) -> exp.Expression:
+def _epoch(node: exp.TimeToUnix) -> exp.Expr:
     arg = node.this
     if not isinstance(arg, exp.Sub):
         # epoch(timestamp): seconds since 1970 of a naive UTC timestamp
@@ -132,7 +132,7 @@ def _epoch(node: exp.TimeToUnix) -> exp.Expression:
                            expression=exp.Literal.number(1_000_000))))
 
 
-def _integer_cast(node: exp.Cast) -> exp.Expression:
+def _integer_cast(node: exp.Cast) -> exp.Expr:
     value = node.this
     kind = _call("TYPEOF", value.copy())
     floating = exp.In(this=kind, expressions=[exp.Literal.string("double"),
@@ -142,7 +142,7 @@ def _integer_cast(node: exp.Cast) -> exp.Expression:
     return exp.Cast(this=rounded, to=node.to.copy())
 
 
-def _is_double(node: exp.Expression) -> bool:
+def _is_double(node: exp.Expr) -> bool:
     """Whether DuckDB types ``node`` DOUBLE, as far as the expression alone tells."""
     if isinstance(node, exp.Paren):
         return _is_double(node.this)
@@ -155,7 +155,7 @@ def _is_double(node: exp.Expression) -> bool:
     return False
 
 
-def _double_round(node: exp.Round) -> exp.Expression:
+def _double_round(node: exp.Round) -> exp.Expr:
     digits = node.args["decimals"]
     if not (isinstance(digits, exp.Literal) and digits.is_int and int(digits.this) >= 0):
         msg = f"expected round(x, n) with a whole number n >= 0, found {node.sql('duckdb')}"
@@ -166,7 +166,7 @@ def _double_round(node: exp.Round) -> exp.Expression:
                                   expression=modifier.copy()))
 
 
-def _date_diff(node: exp.DateDiff) -> exp.Expression:
+def _date_diff(node: exp.DateDiff) -> exp.Expr:
     unit = (node.unit.name if node.unit else "DAY").upper()
     if unit not in {"MICROSECOND", "MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY"}:
         msg = f"expected date_diff in microseconds .. days, found unit {unit!r}"
@@ -178,7 +178,7 @@ def _date_diff(node: exp.DateDiff) -> exp.Expression:
     return _call("TIMESTAMPDIFF", exp.Var(this=unit), start, end)
 
 
-def _string_agg(node: exp.GroupConcat) -> exp.Expression:
+def _string_agg(node: exp.GroupConcat) -> exp.Expr:
     this, separator = node.this, node.args.get("separator") or exp.Literal.string(",")
     order = None
     if isinstance(this, exp.Order):
@@ -198,13 +198,13 @@ def _string_agg(node: exp.GroupConcat) -> exp.Expression:
 _ARG_MIN_MAX = (exp.ArgMin, exp.ArgMax)
 
 
-def _not_nulls(node: exp.Expression) -> exp.Expression:
+def _not_nulls(node: exp.Expr) -> exp.Expr:
     """``x IS NOT NULL AND k IS NOT NULL`` of ``arg_min(x, k)``: the rows DuckDB reads."""
     return exp.and_(*(exp.Not(this=exp.Is(this=e.copy(), expression=exp.Null()))
                       for e in (node.this, node.expression)))
 
 
-def _arg_min_max(node: exp.Expression) -> exp.Expression:
+def _arg_min_max(node: exp.Expr) -> exp.Expr:
     if isinstance(node.parent, exp.Window):
         msg = (f"expected {node.sql('duckdb')} as an aggregate (Spark has no FILTER on a "
                "window function to skip NULL values as DuckDB does), found it in a window")
@@ -214,13 +214,13 @@ def _arg_min_max(node: exp.Expression) -> exp.Expression:
     return exp.Filter(this=node.copy(), expression=exp.Where(this=_not_nulls(node)))
 
 
-def _filtered_arg_min_max(node: exp.Filter) -> exp.Expression:
+def _filtered_arg_min_max(node: exp.Filter) -> exp.Expr:
     where = node.expression
     return exp.Filter(this=node.this.copy(), expression=exp.Where(this=exp.and_(
         exp.Paren(this=where.this.copy()), _not_nulls(node.this))))
 
 
-def _refuse(node: exp.Expression) -> None:
+def _refuse(node: exp.Expr) -> None:
     if isinstance(node, exp.Join) and str(node.args.get("method") or "").upper() == "ASOF":
         msg = f"expected no ASOF join (Spark SQL has none), found {node.sql('duckdb')[:80]}"
         raise UnsupportedSql(msg)
@@ -230,7 +230,7 @@ def _refuse(node: exp.Expression) -> None:
         raise UnsupportedSql(msg)
 
 
-def _rewrite(node: exp.Expression, params: Mapping[str, object]) -> exp.Expression:
+def _rewrite(node: exp.Expr, params: Mapping[str, object]) -> exp.Expr:
     _refuse(node)
     if isinstance(node, exp.Placeholder) and node.name:
         if node.name not in params:
@@ -276,7 +276,7 @@ def to_spark(sql: str, params: Mapping[str, object]) -> str:
     return _transform_bottom_up(tree, params).sql(dialect="spark")
 
 
-def _transform_bottom_up(tree: exp.Expression, params: Mapping[str, object]) -> exp.Expression:
+def _transform_bottom_up(tree: exp.Expr, params: Mapping[str, object]) -> exp.Expr:
     """Rewrite every node after its children (post-order), each node once."""
     for node in list(tree.dfs(prune=None))[::-1]:  # children before parents
         if node is tree:

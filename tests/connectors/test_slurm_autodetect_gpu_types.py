@@ -54,7 +54,7 @@ H100 = "nvidia_h100_80gb_hbm3"
     (f"{H100}_2c.4g.40gb", Sharing(MIG, "2c.4g.40gb", H100)),
     # Slurm compares GRES types without case
     ("NVIDIA_A100_1C.3G.20GB", Sharing(MIG, "1c.3g.20gb", "nvidia_a100")),
-])  # fmt: skip
+])
 def test_autodetect_type_names(gres_type: str, expected: Sharing):
     assert slurm_gpu_type(gres_type) == expected
     assert slurm_gres(f"gres/gpu:{gres_type}") == expected
@@ -65,7 +65,7 @@ def test_autodetect_type_names(gres_type: str, expected: Sharing):
     (f"{H100}_3g.40gb", Fraction(3, 7)),
     (f"{H100}_2c.4g.40gb", Fraction(2, 7)),
     ("nvidia_a30_1c.2g.12gb", Fraction(1, 4)),  # an A30 has 4 compute slices
-])  # fmt: skip
+])
 def test_a_mig_type_is_charged_its_compute_slices_of_the_gpu(gres_type: str, share: Fraction):
     s = slurm_gpu_type(gres_type)
     assert Fraction(s.compute_slices, gpu_slices(s.model)) == share
@@ -73,7 +73,7 @@ def test_a_mig_type_is_charged_its_compute_slices_of_the_gpu(gres_type: str, sha
 
 def test_a_bad_profile_says_what_was_expected():
     with pytest.raises(ValueError, match=r"expected a MIG profile such as 3g\.40gb or "
-                       r"1c\.3g\.20gb, found '3g'"):  # fmt: skip
+                       r"1c\.3g\.20gb, found '3g'"):
         mig_compute_slices("3g")
 
 
@@ -90,7 +90,7 @@ def _pieces() -> dict[str, list[tuple]]:
         parsed.runs.select("run_key", "job_name"), on="run_key")
     out: dict[str, list[tuple]] = {}
     for name, *piece in per.select("job_name", "node", "sharing", "slice_profile", "gpus",
-                                   "gpu_model").rows():  # fmt: skip
+                                   "gpu_model").rows():
         out.setdefault(name, []).append(tuple(piece))
     return out
 
@@ -110,12 +110,12 @@ def test_physical_gpus_charged_per_sacct_job():
     def physical(pieces: list[tuple]) -> Fraction:
         shares = [Fraction(gpus) if sharing is None else Fraction(
             gpus * Sharing(sharing, profile).compute_slices, gpu_slices(model))
-            for _, sharing, profile, gpus, model in pieces]  # fmt: skip
+            for _, sharing, profile, gpus, model in pieces]
         return sum(shares, Fraction(0))
 
     assert {name: physical(p) for name, p in _pieces().items()} == {
         "whole-h100": 2, "mig-h100-3g": Fraction(3, 7), "ci-a100-1c": Fraction(1, 7),
-        "whole-and-ci": 1 + Fraction(2, 7)}  # fmt: skip
+        "whole-and-ci": 1 + Fraction(2, 7)}
 
 
 def test_the_ledger_keeps_the_compute_instance_profile(tmp_path: Path):
@@ -163,7 +163,7 @@ def test_job_gres_with_autodetect_types_and_per_gpu_shared_detail():
     assert parsed.rejects == []
     assert parsed.jobs == 5
     rows = parsed.gpus.select("job_id", "node", "gpu_index", "gpu_model", "sharing",
-                              "slice_profile", "units").rows()  # fmt: skip
+                              "slice_profile", "units").rows()
     assert rows == [
         ("201", "h100-01", 0, H100, None, None, 1),
         ("201", "h100-01", 1, H100, None, None, 1),
@@ -196,7 +196,7 @@ _BLOCK = """JobId=7 JobName=x
     ("gpu:nvidia_h100_80gb_hbm3:1(IDX:GPU-2fa5cf01-9520-1bc1-995b-cc0c6d9bca7c)",
      "expected GPU indices like 0-1,4 in 'gpu:nvidia_h100_80gb_hbm3:1(IDX:GPU-2fa5cf01-9520-"
      "1bc1-995b-cc0c6d9bca7c)', found 'GPU-2fa5cf01-9520-1bc1-995b-cc0c6d9bca7c'"),
-])  # fmt: skip
+])
 def test_bad_job_gres_is_rejected_with_file_line_and_field(gres: str, reason: str):
     parsed = parse_scontrol_jobs(_BLOCK.format(gres=gres), source_file="snap.txt")
     assert parsed.gpus.height == 0

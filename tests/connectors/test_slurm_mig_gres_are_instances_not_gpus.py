@@ -34,19 +34,19 @@ def _pieces(per: pl.DataFrame) -> list[tuple]:
 
 def test_a_mig_profile_type_is_instances_of_that_profile():
     per = _per_node(alloc(AllocTRES="cpu=2,gres/gpu:1g.10gb=2,gres/gpu=2,mem=2000M,node=1",
-                          NodeList="mig-01"))  # fmt: skip
+                          NodeList="mig-01"))
     assert _pieces(per) == [("mig-01", "mig", "1g.10gb", 2, "")]
 
 
 def test_the_model_prefix_of_a_mig_type_is_the_physical_gpu_model():
     per = _per_node(alloc(AllocTRES="cpu=2,gres/gpu:a100_3g.20gb=1,gres/gpu=1,node=1",
-                          NodeList="mig-01"))  # fmt: skip
+                          NodeList="mig-01"))
     assert _pieces(per) == [("mig-01", "mig", "3g.20gb", 1, "a100")]
 
 
 def test_autodetected_nvml_mig_type_names_are_mig_too():
     per = _per_node(alloc(AllocTRES="cpu=2,gres/gpu:nvidia_h100_80gb_hbm3_4g.40gb=1,gres/gpu=1",
-                          NodeList="h100-01"))  # fmt: skip
+                          NodeList="h100-01"))
     assert _pieces(per) == [("h100-01", "mig", "4g.40gb", 1, "nvidia_h100_80gb_hbm3")]
 
 
@@ -61,14 +61,14 @@ def test_whole_gpus_and_mig_instances_in_one_job_get_a_row_each():
 def test_two_mig_profiles_in_one_job_get_a_row_each():
     per = _per_node(alloc(
         AllocTRES="cpu=2,gres/gpu:1g.10gb=1,gres/gpu:a100_3g.20gb=1,gres/gpu=2,node=1",
-        NodeList="mig-01"))  # fmt: skip
+        NodeList="mig-01"))
     assert _pieces(per) == [("mig-01", "mig", "1g.10gb", 1, ""),
                             ("mig-01", "mig", "3g.20gb", 1, "a100")]
 
 
 def test_mig_instances_of_a_multi_node_job_are_split_like_gpus():
     per = _per_node(alloc(AllocTRES="cpu=4,gres/gpu:1g.10gb=3,gres/gpu=3,node=2",
-                          NodeList="mig-[01-02]", AllocNodes="2"))  # fmt: skip
+                          NodeList="mig-[01-02]", AllocNodes="2"))
     assert per.select("node", "gpus", "sharing", "gpus_source").rows() == [
         ("mig-01", 2, "mig", "even_split"), ("mig-02", 1, "mig", "even_split")]
 
@@ -97,7 +97,7 @@ def test_alloc_gpu_types_keeps_every_typed_key():
                           ("mig-01", "mig", "3g.20gb", 1, "a100")]),
     # --gres=gpu:1 untyped on the MIG node: Slurm records the type it gave (gres/gpu:1g.10gb=1)
     ("mig-any", [("mig-01", "mig", "1g.10gb", 1, "")]),
-])  # fmt: skip
+])
 def test_real_slurm_mig_jobs(job_name: str, pieces: list[tuple]):
     runs = parse_sacct(SACCT.read_text(), source_file=str(SACCT)).runs
     per = allocations_per_node(runs.filter(pl.col("job_name") == job_name))

@@ -28,7 +28,7 @@ def _runs(*rows: dict[str, str]) -> pl.DataFrame:
 def test_shards_and_mps_units_are_columns_of_the_run():
     runs = _runs(alloc(AllocTRES="billing=2,cpu=2,gres/shard=3,mem=2000M,node=1"),
                  alloc(JobID="101", JobIDRaw="101", AllocTRES="cpu=2,gres/mps=50,node=1"),
-                 alloc(JobID="102", JobIDRaw="102"))  # fmt: skip
+                 alloc(JobID="102", JobIDRaw="102"))
     assert runs.select("alloc_gpus", "alloc_shards", "alloc_mps").rows() == [
         (0, 3, None), (0, None, 50), (1, None, None)]
 
@@ -43,7 +43,7 @@ def test_a_shard_job_holds_its_shards_on_its_node():
 def test_the_gpu_model_of_a_shard_row_is_the_nodes():
     per = allocations_per_node(_runs(alloc(NodeList="shard-01",
                                            AllocTRES="cpu=2,gres/mps=100,node=1")),
-                               {"shard-01": "l40s"})  # fmt: skip
+                               {"shard-01": "l40s"})
     assert per.select("sharing", "gpus", "gpu_model").rows() == [("mps", 100, "l40s")]
 
 

@@ -24,7 +24,7 @@ def sample_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def materialize_sample_world(tmp_path_factory: pytest.TempPathFactory, name: str, *,
-                             reverse: bool = False) -> Path:  # fmt: skip
+                             reverse: bool = False) -> Path:
     """What `make demo` runs (pipelines/materialize.py), into a ledger of its own; the days'
     partitions in reverse order when ``reverse``. The environment is patched only meanwhile."""
     home = tmp_path_factory.mktemp(f"{name}_dagster_home")

@@ -84,12 +84,12 @@ def test_dagster_day_by_day_equals_the_cli_at_once(cli_at_once: Path, demo_ledge
 
 
 def test_dagster_in_reverse_equals_the_cli_at_once(cli_at_once: Path,
-                                                   demo_ledger_reversed: Path):  # fmt: skip
+                                                   demo_ledger_reversed: Path):
     assert _differences(cli_at_once, demo_ledger_reversed) == {}
 
 
 def test_cli_one_day_at_a_time_in_reverse_equals_the_cli_at_once(cli_at_once: Path,
-                                                                 cli_reversed: Path):  # fmt: skip
+                                                                 cli_reversed: Path):
     assert _differences(cli_at_once, cli_reversed) == {}
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuledger.report import write_weekly_report
+from gpuledger.report.weekly import write_weekly_report
 from models.runner import read_snapshot
 from tests.dashboards.pages import frame, metrics, open_page
 from tests.dashboards.test_pages import WEEK, one

@@ -12,7 +12,7 @@ import pytest
 from gpuledger.cli import main
 from gpuledger.focus_export import FocusSite, export_focus, parse_focus_table
 from models.build import build_chargeback
-from models.closing import close_week
+from models.close_week import close_week
 from models.runner import ensure_schema
 from tests.helpers import SAMPLE_SITE
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import duckdb
 
 from models.build import build_chargeback
-from models.closing import changed_closes, close_week
+from models.close_week import close_week
+from models.closing import changed_closes
 from models.runner import ensure_schema
 from tests.export.conftest import AFTER, LATE_SECONDS, LateWorld, export
 
@@ -140,18 +141,18 @@ def _checksum_before_frozen_charges(con, period: str, revision: int) -> str:
 def test_a_close_without_frozen_charges_keeps_its_checksum(sample_db: Path, tmp_path: Path):
     """A week closed before frozen_allocation_charges existed has none of its rows: its
     checksum stays the one recorded then; a close with them covers them too."""
-    from models.closing import _checksum
+    from models.closing import week_checksum
 
     db = tmp_path / "ledger.duckdb"
     db.write_bytes(sample_db.read_bytes())
     with duckdb.connect(str(db)) as con:
         ensure_schema(con)
         close = close_week(con, "2026-W02", now=datetime(2026, 2, 2))
-        assert _checksum(con, "2026-W02", close.revision) == close.checksum
+        assert week_checksum(con, "2026-W02", close.revision) == close.checksum
         assert close.checksum != _checksum_before_frozen_charges(con, "2026-W02", 1)
         con.execute("UPDATE frozen_allocation_charges SET charged_ms = charged_ms + 1 "
                     "WHERE rowid = (SELECT min(rowid) FROM frozen_allocation_charges)")
         assert [p for p, _, _ in changed_closes(con)] == ["2026-W02"]  # tampering is seen
         con.execute("DELETE FROM frozen_allocation_charges")
-        assert _checksum(con, "2026-W02", 1) == _checksum_before_frozen_charges(
+        assert week_checksum(con, "2026-W02", 1) == _checksum_before_frozen_charges(
             con, "2026-W02", 1)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from models.closing import close_week
+from models.close_week import close_week
 from models.runner import ensure_schema
 from tests.export.conftest import AFTER, LateWorld, export
 from tests.export.validator_run import validate

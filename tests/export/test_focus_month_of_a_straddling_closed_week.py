@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 
 from models.build import build_chargeback
-from models.closing import close_week
+from models.close_week import close_week
 from models.runner import ensure_schema
 from tests.export.conftest import export
 

@@ -25,7 +25,8 @@ from connectors.kubernetes.kube_api import (
     KubeApiClient,
     KubeCredentials,
 )
-from connectors.kubernetes.prometheus import PrometheusConfig, PrometheusHttpSource
+from connectors.kubernetes.metrics_source import PrometheusConfig
+from connectors.kubernetes.prometheus import PrometheusHttpSource
 from connectors.secrets import SecretFileError, check_secret_file, redact, without_credentials
 from tests.gpuledger.doctor_sites import doctor, line, write_site
 from tests.gpuledger.test_doctor_reports_what_to_fix import _free_port

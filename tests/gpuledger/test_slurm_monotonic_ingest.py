@@ -29,7 +29,7 @@ def at(seconds: int) -> datetime:
 def _job(job: int, **over: str) -> list[dict[str, str]]:
     a = alloc(**{"JobID": str(job), "JobIDRaw": str(job), "Submit": str(T0 + job),
                  "Eligible": str(T0 + job), "Start": str(T0 + job + 5),
-                 "End": str(T0 + job + 65), **over})  # fmt: skip
+                 "End": str(T0 + job + 65), **over})
     return [a, step(a, "batch")]
 
 
@@ -58,7 +58,7 @@ def _tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple]]:
 
 def _run7(con: duckdb.DuckDBPyConnection) -> tuple:
     return con.execute('SELECT state, "end", observed_until, source_file FROM slurm_runs '
-                       "WHERE job_id = '7'").fetchone()  # fmt: skip
+                       "WHERE job_id = '7'").fetchone()
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
@@ -100,7 +100,7 @@ def test_an_older_dump_after_a_newer_one_leaves_the_job_completed(
 
 
 def test_the_newer_dump_after_the_older_one_moves_the_job_forward(tmp_path: Path,
-                                                                  load_path: str):  # fmt: skip
+                                                                  load_path: str):
     older = _write(tmp_path, "sacct-older.txt", _older())
     newer = _write(tmp_path, "sacct-newer.txt", _newer())
     with connect(tmp_path / "l.duckdb") as con:
@@ -155,7 +155,7 @@ def test_a_run_that_ended_is_never_replaced_by_the_same_run_going_on(tmp_path: P
         assert _run7(con)[:2] == ("COMPLETED", at(900))
         # the other runs of the later dump replace the earlier ones (as far, observed later)
         assert con.execute("SELECT DISTINCT source_file FROM slurm_runs WHERE job_id <> '7' "
-                           "AND job_id <> '1500'").fetchall() == [(str(going),)]  # fmt: skip
+                           "AND job_id <> '1500'").fetchall() == [(str(going),)]
     assert load.kept == 1
 
 
@@ -225,7 +225,7 @@ def test_a_step_whose_run_was_rejected_does_not_take_the_place_of_one_with_its_r
         slurm_ingest.import_sacct_file(con, good)
         load = slurm_ingest.import_sacct_file(con, broken)
         steps = con.execute("SELECT run_key, source_file FROM slurm_steps "
-                            "WHERE job_id = '7'").fetchall()  # fmt: skip
+                            "WHERE job_id = '7'").fetchall()
     assert [r.line_no for r in load.rejects] == [4]
     assert steps == [(f"gpulab:7:{T0 + 7}", str(good))]
 

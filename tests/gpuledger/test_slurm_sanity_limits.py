@@ -45,13 +45,13 @@ def _add_gpu_node(world: Path, node: str, gpus: int, model: str = "a100") -> Non
         writer = csv.writer(fh)
         for i in range(gpus):
             writer.writerow([node, "slurm", model, gpus, i,
-                             f"GPU-{node}-{i:02d}", "gpu"])  # fmt: skip
+                             f"GPU-{node}-{i:02d}", "gpu"])
 
 
 def _invoice(db: Path) -> list[tuple]:
     with duckdb.connect(str(snapshot_path(db)), read_only=True) as con:
         return con.execute("SELECT period, cost_centre, gpu_model, gpu_seconds, amount "
-                           "FROM chargeback ORDER BY ALL").fetchall()  # fmt: skip
+                           "FROM chargeback ORDER BY ALL").fetchall()
 
 
 def _load_and_build(tmp_path: Path, world: Path, name: str) -> Path:
@@ -82,9 +82,9 @@ def test_a_99_billion_gpu_line_on_an_8_gpu_node_never_reaches_the_invoice(
     with duckdb.connect(str(snapshot_path(db)), read_only=True) as con:
         for table in ("slurm_runs", "allocations"):
             assert con.execute(f"SELECT count(*) FROM {table} WHERE job_id = '99'"
-                               ).fetchone() == (0,)  # fmt: skip
+                               ).fetchone() == (0,)
         rejects = con.execute("SELECT line_no, field, reason FROM rejects "
-                              "WHERE source = 'sacct'").fetchall()  # fmt: skip
+                              "WHERE source = 'sacct'").fetchall()
     assert rejects == [(len(lines) + 1, "AllocTRES",
                         "sanity limit gpus_per_job: expected at most 100,000 GPUs per job "
                         "(max_gpus_per_job), found 99,999,999,999 GPUs in AllocTRES")]
@@ -104,15 +104,15 @@ def test_more_gpus_than_the_inventory_gives_the_node_are_rejected(
                      AllocTRES="gres/gpu=12"),
             # the same machine under its full name: the inventory's a100-01
             _line_of(lines, "5", JobID="96", JobIDRaw="96", NodeList="a100-01.cluster.example",
-                     AllocTRES="gres/gpu=10"))  # fmt: skip
+                     AllocTRES="gres/gpu=10"))
     db = tmp_path / "l.duckdb"
     assert main(["--db", str(db), "load-world", str(world)]) == 0
     assert "2 rejected (2 by sanity limits: gpus_per_node 2)" in capsys.readouterr().err
     with connect(db) as con:
         rejects = con.execute("SELECT line_no, field, reason FROM rejects WHERE source = 'sacct' "
-                              "ORDER BY line_no").fetchall()  # fmt: skip
+                              "ORDER BY line_no").fetchall()
         loaded = con.execute("SELECT job_id, nodes FROM slurm_runs WHERE job_id IN "
-                             "('96', '97', '98')").fetchall()  # fmt: skip
+                             "('96', '97', '98')").fetchall()
     n = len(lines)
     assert rejects == [
         (n + 1, "AllocTRES", "sanity limit gpus_per_node: expected at most 8 GPUs on a100-01 "
@@ -131,13 +131,13 @@ def test_end_before_start_goes_to_rejects_instead_of_being_charged_nothing(
     lines = _dump_lines(world)
     # job 14 ran 1796018005..1796018008; a copy whose End is 100 s before its Start
     _append(world, _line_of(lines, "14", JobID="95", JobIDRaw="95", End="1796017905",
-                            ElapsedRaw="0"))  # fmt: skip
+                            ElapsedRaw="0"))
     db = _load_and_build(tmp_path, world, "l")
     assert "1 rejected (1 by sanity limits: end_before_start 1)" in capsys.readouterr().err
     with duckdb.connect(str(snapshot_path(db)), read_only=True) as con:
         runs = con.execute("SELECT count(*) FROM slurm_runs WHERE job_id = '95'").fetchone()
         rejects = con.execute("SELECT field, reason FROM rejects WHERE source = 'sacct'"
-                              ).fetchall()  # fmt: skip
+                              ).fetchall()
     assert runs == (0,)
     assert rejects == [
         ("End", "sanity limit end_before_start: expected End at or after Start (2026-11-30 "
@@ -149,7 +149,7 @@ def test_times_after_the_dump_was_taken_are_rejected(tmp_path: Path):
     lines = _dump_lines(world)
     path = world / "sacct" / "sacct-unitsep-epoch.txt"
     _append(world, _line_of(lines, "14", JobID="94", JobIDRaw="94", Start="1796018400",
-                            End="1796018460", ElapsedRaw="60"))  # 06:00:00 .. 06:01:00  # fmt: skip
+                            End="1796018460", ElapsedRaw="60"))  # 06:00:00 .. 06:01:00
     with connect(tmp_path / "a.duckdb") as con:
         # --as-of 05:54:00: 06:00 is 6 minutes later, beyond the 5 minutes of clock skew
         load = slurm_ingest.import_sacct_file(con, path, observed_until=datetime(2026, 11, 30,
@@ -192,7 +192,7 @@ def test_a_live_pull_holds_times_to_the_time_of_the_query(tmp_path: Path):
     with connect(tmp_path / "l.duckdb") as con:
         load = slurm_ingest.ingest_slurm_window(
             con, FakeRunner(text), start, start + timedelta(days=1),
-            now=datetime(2026, 11, 30, 5, 54))  # fmt: skip
+            now=datetime(2026, 11, 30, 5, 54))
         assert con.execute("SELECT count(*) FROM rejects").fetchone() == (1,)
     assert [(r.line_no, r.field) for r in load.rejects] == [(len(lines) + 1, "Start")]
     assert "than the time of the sacct query (2026-11-30 05:54:00 UTC" in load.rejects[0].reason

@@ -27,7 +27,7 @@ TABLES = ("slurm_runs", "slurm_steps", "slurm_node_allocations", "rejects", "ing
 
 def _job(job: int, **over: str) -> list[dict[str, str]]:
     a = alloc(JobID=str(job), JobIDRaw=str(job), Submit=str(T0 + job), Eligible=str(T0 + job),
-              Start=str(T0 + job + 5), End=str(T0 + job + 65), **over)  # fmt: skip
+              Start=str(T0 + job + 5), End=str(T0 + job + 65), **over)
     return [a, step(a, "batch"), step(a, "extern"), step(a, "0")]
 
 
@@ -50,7 +50,7 @@ def _mixed_dump() -> str:
     running = alloc(JobID="2000", JobIDRaw="2000", State="RUNNING", End="Unknown")
     rows += [running, step(running, "batch")]
     requeued = [alloc(JobID="2001", JobIDRaw="2001", Start=str(T0 + s), End=str(T0 + s + 9))
-                for s in (30, 10)]  # fmt: skip
+                for s in (30, 10)]
     rows += requeued
     array = alloc(JobID="2002_3", JobIDRaw="2005")
     rows += [array, step(array, "batch", raw_step="batch")]
@@ -69,11 +69,11 @@ def _whole(con: duckdb.DuckDBPyConnection, path: Path, **kw: object) -> slurm_in
     parsed = parse_sacct(path, source_file=str(path), timezone=str(kw.get("timezone", "UTC")))
     return slurm_ingest.store_sacct(con, parsed, source_file=str(path),
                                     observed_until=kw.get("observed_until"),  # type: ignore[arg-type]
-                                    partition_key=str(path))  # fmt: skip
+                                    partition_key=str(path))
 
 
 def _both(tmp_path: Path, texts: list[str], monkeypatch: pytest.MonkeyPatch,
-          batch_bytes: int = 700) -> tuple[dict, dict, list, list]:  # fmt: skip
+          batch_bytes: int = 700) -> tuple[dict, dict, list, list]:
     """Load ``texts`` one after the other, streamed and whole; the tables and loads of each."""
     monkeypatch.setattr(stream_module, "STREAM_BATCH_BYTES", batch_bytes)
     paths = []
@@ -116,7 +116,7 @@ def _spy_fallback(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_streamed_load_equals_the_whole_dump_load(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch):  # fmt: skip
+                                                  monkeypatch: pytest.MonkeyPatch):
     calls = _spy_fallback(monkeypatch)
     text = _mixed_dump()
     streamed, whole, s_loads, w_loads = _both(tmp_path, [text], monkeypatch)
@@ -145,7 +145,7 @@ def test_batches_are_whole_jobs(tmp_path: Path):
 
 
 def test_batches_grow_from_a_small_first_batch(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch):  # fmt: skip
+                                              monkeypatch: pytest.MonkeyPatch):
     # the first batch is small (a loader starts sooner) and each next one doubles to the target
     monkeypatch.setattr(stream_module, "FIRST_STREAM_BATCH_BYTES", 300)
     path = tmp_path / "d.txt"
@@ -189,7 +189,7 @@ def test_reingest_over_a_ledger_with_rows(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_running_runs_keep_the_longest_observed_until(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch):  # fmt: skip
+                                                      monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(stream_module, "STREAM_BATCH_BYTES", 700)
     running = alloc(JobID="7", JobIDRaw="7", State="RUNNING", End="Unknown")
     late = [*_job(1), running, step(running, "batch"), *_job(2)]

@@ -17,7 +17,7 @@ _POLARS = {"VARCHAR": pl.String, "INTEGER": pl.Int32, "BIGINT": pl.Int64, "DOUBL
 
 
 def utilization(cluster: str, day: date, busy: float, gpus: int = 2, minutes: int = 30
-                ) -> pl.DataFrame:  # fmt: skip
+                ) -> pl.DataFrame:
     """``gpus`` x ``minutes`` rows of gpu_utilization on ``day``, every busy_fraction ``busy``."""
     start = datetime.combine(day, datetime.min.time())
     rows = [{"cluster": cluster, "gpu_uuid": f"GPU-{g}", "node": "n1", "gpu_index": g,

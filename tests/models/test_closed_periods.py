@@ -10,7 +10,8 @@ import duckdb
 import pytest
 
 from models.build import build_chargeback
-from models.closing import changed_closes, close_week, current_close
+from models.close_week import close_week
+from models.closing import changed_closes, current_close
 from models.runner import ensure_schema, publish_snapshot, read_snapshot
 from tests.helpers import INVOICE_DIFFERS_FROM_LEDGER
 

@@ -44,7 +44,7 @@ def _query(db: Path, sql: str) -> list[tuple]:
 
 
 def test_a_run_corrected_late_is_rebuilt_by_the_next_build_of_any_day(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]):  # fmt: skip
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     db = tmp_path / "ledger.duckdb"
     first = [_line("101", "2026-02-02T10:00:00", "2026-02-02T12:00:00", 7200),
              _line("102", "2026-02-05T10:00:00", "2026-02-05T11:00:00", 3600)]

@@ -71,9 +71,9 @@ def test_every_lake_table_reads_even_without_a_partition(ledger: Path):
 def test_the_snapshot_views_serve_the_duckdb_cli_unconfined(ledger: Path):
     with duckdb.connect(str(snapshot_path(ledger)), read_only=True) as con:
         assert con.execute("SELECT count(*), sum(busy_fraction) FROM gpu_utilization"
-                           ).fetchone() == (120, 60.0)  # fmt: skip
+                           ).fetchone() == (120, 60.0)
         assert con.execute("SELECT typeof(bucket_start) FROM gpu_utilization LIMIT 1"
-                           ).fetchone() == ("TIMESTAMP",)  # fmt: skip
+                           ).fetchone() == ("TIMESTAMP",)
         assert con.execute("SELECT count(*) FROM k8s_pod_allocations").fetchone() == (0,)
 
 

@@ -187,7 +187,7 @@ def test_a_publish_killed_leaves_readers_reading_and_nothing_behind(
         clock.advance()
     named = {p.file for p in lake_publish.read_catalog(lake_root(ledger)).values()}
     assert {p.relative_to(lake_root(ledger)).as_posix() for p in versions.rglob("*.parquet")
-            } == named  # fmt: skip
+            } == named
     assert not any((lake_root(ledger) / "_staging").iterdir())
 
 

@@ -54,7 +54,7 @@ def test_replacing_one_day_of_one_cluster_rewrites_that_partition_alone(ledger: 
                      where="cluster = ? AND CAST(bucket_start AS DATE) = ?",
                      params=("east", DAYS[1]))
         assert con.execute(f"SELECT DISTINCT table_name, cluster, day FROM {LAKE_CHANGES.name}"
-                           ).fetchall() == [("gpu_utilization", "east", DAYS[1])]  # fmt: skip
+                           ).fetchall() == [("gpu_utilization", "east", DAYS[1])]
         publish_snapshot(con, ledger)
         assert con.execute(f"SELECT count(*) FROM {LAKE_CHANGES.name}").fetchone()[0] == 0
     after = part_stats(ledger)

@@ -8,8 +8,9 @@ import duckdb
 import pytest
 
 from models import load_sql
-from models.build import build_chargeback, create_rate_choice
+from models.build import build_chargeback
 from models.incidents import build_incidents
+from models.pricing import create_rate_choice
 from models.runner import ensure_schema
 
 DAY = date(2026, 1, 7)

@@ -100,7 +100,7 @@ def test_large_appends_keep_every_row_in_order(tmp_path: Path):
     n = ROW_GROUP_ROWS * 2 + 7
     wide = Table("wide", (("user", "VARCHAR"), ("n", "BIGINT"), ("note", "VARCHAR")), key=("n",))
     frame = pl.DataFrame({"n": list(range(n)), "user": [f"u{i % 977}" for i in range(n)],
-                          "note": [None if i % 5 else "x" for i in range(n)]})  # fmt: skip
+                          "note": [None if i % 5 else "x" for i in range(n)]})
     batches = _row_group_batches(frame).to_batches()
     assert [b.num_rows for b in batches] == [ROW_GROUP_ROWS, ROW_GROUP_ROWS, 7]
     with connect(tmp_path / "l.duckdb") as con:

@@ -1,4 +1,4 @@
-"""docs/schema.md's table reference is what scripts/schema_doc.py writes from models/schema.py:
+"""docs/schema.md's table reference is what scripts/schema_doc.py writes from models/schema/:
 a schema change without ``make schema-doc`` fails here; the hand-written parts stay as written."""
 
 from pathlib import Path
@@ -47,7 +47,7 @@ EXTRA_TABLE = Table(
                          key=("seen_at",), doc="One row per test.")
     monkeypatch.setattr(schema, "EXTRA_TABLE", extra, raising=False)
     monkeypatch.setattr(schema, "ALL_TABLES", (*schema.ALL_TABLES, extra))
-    part = schema_doc.generated(schema_doc.SCHEMA_SOURCE.read_text(encoding="utf-8") + source)
+    part = schema_doc.generated(schema_doc.schema_source() + source)
     section = part.split("### `extra_table`\n", 1)[1].split(schema_doc.END, 1)[0]
     assert "One row per test." in section
     assert "Key: `seen_at`." in section

@@ -268,7 +268,7 @@ def test_the_utilization_page_shows_the_shared_estate(tmp_path, monkeypatch):
         ("mig", 7.0, 1.0), ("whole", 3.0, 3.0)]
     assert "docs/shared-gpus.md" in everything_shown(at)
     # the weekly report: the same shares, and slice_hours on every invoice line of its CSV
-    from gpuledger.report import write_weekly_report
+    from gpuledger.report.weekly import write_weekly_report
 
     with duckdb.connect(str(db), read_only=True) as c:
         write_weekly_report(c, "2026-W02", tmp_path / "reports")

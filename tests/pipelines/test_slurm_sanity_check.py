@@ -42,14 +42,14 @@ def test_a_day_with_sanity_rejects_is_flagged_with_them(tmp_path: Path):
     assert result.success  # a warning, the rest of the day loads
     meta = next(m.metadata for e in result.get_asset_materialization_events()
                 for m in [e.event_specific_data.materialization]
-                if m.asset_key.to_user_string() == "slurm_jobs")  # fmt: skip
+                if m.asset_key.to_user_string() == "slurm_jobs")
     assert meta["rejected"].value == 2
     assert meta["rejected_by_sanity_rule"].value == {
         "gpus_per_job": 1, "gpus_per_node": 0, "end_before_start": 1, "elapsed_too_long": 0,
         "time_in_future": 0}
     assert meta["runs_kept_later_observation"].value == 0
     check = next(e for e in result.get_asset_check_evaluations()
-                 if e.check_name == "sacct_lines_within_sanity_limits")  # fmt: skip
+                 if e.check_name == "sacct_lines_within_sanity_limits")
     assert check.passed is False
     assert check.severity == dg.AssetCheckSeverity.WARN
     assert check.metadata["offending_rows"].value == 2
@@ -62,7 +62,7 @@ def test_a_day_with_sanity_rejects_is_flagged_with_them(tmp_path: Path):
     assert f"{dump} | {first + 1} | End | sanity limit end_before_start: expected End" in sample
     # the other checks still pass: nothing impossible was stored
     others = {e.check_name: e.passed for e in result.get_asset_check_evaluations()
-              if e.check_name != "sacct_lines_within_sanity_limits"}  # fmt: skip
+              if e.check_name != "sacct_lines_within_sanity_limits"}
     assert others == {"no_duplicate_runs": True, "durations_are_possible": True,
                       "gpu_field_parsed_on_every_gpu_job": True}
 
@@ -70,6 +70,6 @@ def test_a_day_with_sanity_rejects_is_flagged_with_them(tmp_path: Path):
 def test_a_clean_day_passes_the_sanity_check(tmp_path: Path):
     result = _run(tmp_path / "ledger.duckdb", copy_tiny_world(tmp_path))
     check = next(e for e in result.get_asset_check_evaluations()
-                 if e.check_name == "sacct_lines_within_sanity_limits")  # fmt: skip
+                 if e.check_name == "sacct_lines_within_sanity_limits")
     assert check.passed is True
     assert check.metadata["offending_rows"].value == 0

@@ -105,7 +105,8 @@ from urllib.parse import urlsplit
 
 import requests
 
-from connectors.kubernetes.prometheus import PrometheusConfig, PrometheusHttpSource
+from connectors.kubernetes.metrics_source import PrometheusConfig
+from connectors.kubernetes.prometheus import PrometheusHttpSource
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPOSITIONS = ROOT / "tests" / "fixtures" / "expositions"

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from connectors.kubernetes.metrics_source import PrometheusConfig
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from connectors.kubernetes.prometheus import PrometheusConfig, PrometheusHttpSource
+from connectors.kubernetes.prometheus import PrometheusHttpSource
 from gpuledger.cli import main
 from models.runner import read_snapshot
 

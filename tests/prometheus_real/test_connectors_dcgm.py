@@ -20,8 +20,9 @@ import polars as pl
 import pytest
 
 from connectors.kubernetes.dcgm import gpu_busy_seconds_daily, gpu_utilization
+from connectors.kubernetes.metrics_source import PrometheusConfig
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from connectors.kubernetes.prometheus import PrometheusConfig, PrometheusHttpSource
+from connectors.kubernetes.prometheus import PrometheusHttpSource
 from tests.helpers import FIXTURES
 
 pytestmark = pytest.mark.prometheus

@@ -13,8 +13,9 @@ from datetime import datetime, timedelta
 import pytest
 
 from connectors.kubernetes.ksm import node_gpu_capacity, pod_gpu_allocations
+from connectors.kubernetes.metrics_source import PrometheusConfig
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from connectors.kubernetes.prometheus import PrometheusConfig, PrometheusHttpSource
+from connectors.kubernetes.prometheus import PrometheusHttpSource
 from tests.helpers import FIXTURES
 
 pytestmark = pytest.mark.prometheus

@@ -12,8 +12,9 @@ import polars as pl
 import pytest
 
 from connectors.kubernetes.kueue_metrics import read_kueue_metrics
+from connectors.kubernetes.metrics_source import PrometheusConfig
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from connectors.kubernetes.prometheus import PrometheusConfig, PrometheusHttpSource
+from connectors.kubernetes.prometheus import PrometheusHttpSource
 
 pytestmark = pytest.mark.prometheus
 

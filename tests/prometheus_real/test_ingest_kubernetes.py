@@ -22,8 +22,9 @@ import polars as pl
 import pytest
 
 from connectors.errors import SourceError
+from connectors.kubernetes.metrics_source import PrometheusConfig
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from connectors.kubernetes.prometheus import PrometheusConfig, PrometheusHttpSource
+from connectors.kubernetes.prometheus import PrometheusHttpSource
 from gpuledger import k8s_ingest, service
 from gpuledger.cli import main
 from models.runner import connect

@@ -8,9 +8,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpuledger.report import EmptyWeekError, parse_iso_week, write_weekly_report
 from gpuledger.report.files import slugs
+from gpuledger.report.lines import EmptyWeekError
+from gpuledger.report.weekly import write_weekly_report
 from models.runner import ensure_schema, publish_snapshot, read_snapshot
+from models.weeks import parse_iso_week
 from tests.reports.conftest import NASTY_CENTRE, SIM_WEEKS
 from tests.reports.html_tables import Page, read_page
 

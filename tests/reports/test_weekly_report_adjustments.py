@@ -8,9 +8,9 @@ from pathlib import Path
 
 import duckdb
 
-from gpuledger.report import write_weekly_report
+from gpuledger.report.weekly import write_weekly_report
 from models.build import build_chargeback
-from models.closing import close_week
+from models.close_week import close_week
 from models.runner import ensure_schema
 
 

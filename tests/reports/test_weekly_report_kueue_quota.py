@@ -6,7 +6,7 @@ from pathlib import Path
 
 import duckdb
 
-from gpuledger.report import write_weekly_report
+from gpuledger.report.weekly import write_weekly_report
 from models.runner import ensure_schema, publish_snapshot, read_snapshot
 from tests.reports.conftest import SIM_WEEKS, SYNTHETIC_LINES, insert_lines
 from tests.reports.html_tables import read_page

@@ -6,8 +6,8 @@ import csv
 from decimal import Decimal
 from pathlib import Path
 
-from gpuledger.report import write_weekly_report
 from gpuledger.report.conservation import COLUMNS, CSV
+from gpuledger.report.weekly import write_weekly_report
 from models.runner import read_snapshot
 from tests.reports.conftest import SIM_WEEKS
 

@@ -37,7 +37,7 @@ SERVICE_DIR = ROOT / "tests" / "services" / "slurm"
 CLASSIC_FIELDS: tuple[str, ...] = (
     "JobID", "JobIDRaw", "JobName", "User",
     *(f for f in SACCT_FIELDS if f not in {"JobID", "JobIDRaw", "JobName", "User"}),
-)  # fmt: skip
+)
 
 START_TIMEOUT_S = 1200  # includes apt-get update + install on a fresh machine
 SUBMIT_TIMEOUT_S = 600
@@ -69,7 +69,7 @@ class RealSlurm:
         return self.manifest[kind]
 
     def _run(self, tool: str, args: Sequence[str], env: Mapping[str, str] | None,
-             timeout: float) -> str:  # fmt: skip
+             timeout: float) -> str:
         full_env = {**os.environ, "TZ": "UTC", **(env or {})}
         proc = subprocess.run(
             [tool, *args], capture_output=True, env=full_env, timeout=timeout, check=False
@@ -82,12 +82,12 @@ class RealSlurm:
         return out
 
     def sacct(self, args: Sequence[str], *, env: Mapping[str, str] | None = None,
-              timeout: float = QUERY_TIMEOUT_S) -> str:  # fmt: skip
+              timeout: float = QUERY_TIMEOUT_S) -> str:
         """Run sacct (TZ=UTC unless env overrides it) and return its stdout."""
         return self._run("sacct", args, env, timeout)
 
     def sreport(self, args: Sequence[str], *, env: Mapping[str, str] | None = None,
-                timeout: float = QUERY_TIMEOUT_S) -> str:  # fmt: skip
+                timeout: float = QUERY_TIMEOUT_S) -> str:
         """Run sreport (TZ=UTC unless env overrides it) and return its stdout."""
         return self._run("sreport", args, env, timeout)
 
@@ -133,7 +133,7 @@ def _script(name: str, *args: str, env: Mapping[str, str], timeout: float) -> No
             ["bash", str(SERVICE_DIR / name), *args],
             stdin=subprocess.DEVNULL, capture_output=True, env=dict(env),
             timeout=timeout, check=False,
-        )  # fmt: skip
+        )
     except subprocess.TimeoutExpired as exc:
         msg = f"{name} did not finish within {timeout:.0f} s"
         raise RuntimeError(msg) from exc

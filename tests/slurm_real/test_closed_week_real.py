@@ -17,7 +17,8 @@ import pytest
 from connectors.slurm.commands import CommandRunner
 from gpuledger import service, slurm_ingest
 from models.build import build_allocations, build_chargeback
-from models.closing import changed_closes, close_week
+from models.close_week import close_week
+from models.closing import changed_closes
 from models.runner import connect
 from models.weeks import IsoWeek
 from tests.helpers import INVOICE_DIFFERS_FROM_LEDGER
@@ -35,7 +36,7 @@ def _sacct_times(job: str) -> tuple[str, int, int | None]:
         ["sacct", "-j", job, "-X", "-n", "-P", "-o", "State,Start,End"], capture_output=True,
         text=True, check=True, timeout=60, env={"TZ": "UTC", "SLURM_TIME_FORMAT": "%s",
                                                 "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"},
-    ).stdout.strip().splitlines()  # fmt: skip
+    ).stdout.strip().splitlines()
     if not out:  # not in slurmdbd yet
         return "", 0, None
     state, start, end = out[0].split("|")
@@ -64,7 +65,7 @@ def test_late_sacct_data_for_a_closed_week_becomes_an_adjustment(real_slurm, tmp
          "--output=/dev/null", "-A", "ops", "-p", "gpu", "--gres=gpu:a100:1", "-c", "1",
          "-t", "5", "-J", "closed-week-late", "--wrap", f"sleep {RUN_S}"],
         capture_output=True, text=True, check=True, stdin=subprocess.DEVNULL, timeout=60,
-    ).stdout.strip().split(";")[0]  # fmt: skip
+    ).stdout.strip().split(";")[0]
     _wait(lambda: _sacct_times(job)[0] == "RUNNING", f"job {job} running")
     time.sleep(5)  # the first import sees it running: charged up to the query only
 

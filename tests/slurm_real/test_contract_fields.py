@@ -26,7 +26,7 @@ def test_sacct_fields_match_docs_contracts(sacct_fields, classic_fields):
 
 def test_captured_fixtures_use_the_field_lists(sacct_fields, classic_fields):
     for name in ("sacct-unitsep-epoch.txt", "sacct-running-unitsep-epoch.txt",
-                 "sacct-cancelled-pending-unitsep-epoch.txt"):  # fmt: skip
+                 "sacct-cancelled-pending-unitsep-epoch.txt"):
         lines = (FIXTURES / name).read_text(encoding="utf-8").splitlines()
         assert lines[0].split("\x1f") == list(sacct_fields), name
         assert {len(ln.split("\x1f")) for ln in lines} == {len(sacct_fields)}, name

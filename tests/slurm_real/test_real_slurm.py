@@ -67,7 +67,7 @@ def test_pipe_in_job_name_shifts_plain_parsable2(real_slurm, classic_fields, sac
          "-E", real_slurm.window_end.astimezone(berlin).strftime(fmt),
          f"--format={','.join(classic_fields)}"],
         env={"TZ": "Europe/Berlin"},
-    )  # fmt: skip
+    )
     lines = plain.splitlines()
     assert lines[0].split("|") == list(classic_fields)
     pipe_id = real_slurm.job_id("name-pipe")
@@ -95,7 +95,7 @@ def test_requeued_job_has_two_runs_with_the_same_jobid(real_slurm, sacct_fields)
     runs = [
         r for r in _allocation_rows(_unitsep_rows(real_slurm.sacct_unitsep(), sacct_fields))
         if r["JobID"] == rq
-    ]  # fmt: skip
+    ]
     assert [r["State"] for r in runs] == ["REQUEUED", "COMPLETED"]
     assert {r["JobIDRaw"] for r in runs} == {rq}
     assert int(runs[1]["Start"]) >= int(runs[0]["End"])
@@ -115,7 +115,7 @@ def test_job_set_reached_its_end_states(real_slurm, sacct_fields):
     assert (failed["State"], failed["ExitCode"]) == ("FAILED", "1:0")
     assert alloc[m["cancel-running"]]["State"].startswith("CANCELLED by ")
     for kind in ("gpu-1-typed", "gpu-2-untyped", "gpu-3-untyped-gres", "gpu-4-h100",
-                 "gpu-8-a100", "two-node", "name-pipe", "name-unicode"):  # fmt: skip
+                 "gpu-8-a100", "two-node", "name-pipe", "name-unicode"):
         assert alloc[m[kind]]["State"] == "COMPLETED", kind
     gpus = {k: _tres(alloc[m[k]]["AllocTRES"]) for k in ("gpu-2-untyped", "gpu-4-h100")}
     gpus["gpu-8-a100"] = _tres(alloc[m["gpu-8-a100"]]["AllocTRES"])
@@ -150,7 +150,7 @@ def test_sreport_has_gpu_seconds_after_rollup(real_slurm):
     out = real_slurm.sreport(
         ["-P", "-t", "seconds", "-T", "gres/gpu", "cluster", "utilization",
          *real_slurm.report_args()]
-    )  # fmt: skip
+    )
     rows = _sreport_table(out)
     assert [r["TRES Name"] for r in rows] == ["gres/gpu"]
     assert rows[0]["Cluster"] == real_slurm.cluster
@@ -172,12 +172,12 @@ def test_sreport_reconciles_with_sacct_to_the_gpu_second(real_slurm, sacct_field
     types = ",".join(GPU_TRES)
     util = _sreport_table(real_slurm.sreport(
         ["-P", "-t", "seconds", "-T", types, "cluster", "utilization", *real_slurm.report_args()]
-    ))  # fmt: skip
+    ))
     assert {r["TRES Name"]: int(r["Allocated"]) for r in util} == dict(by_tres)
 
     users = _sreport_table(real_slurm.sreport(
         ["-P", "-t", "seconds", "-T", "gres/gpu", "cluster", "AccountUtilizationByUser",
          *real_slurm.report_args()]
-    ))  # fmt: skip
+    ))
     sreport_assoc = {(r["Account"], r["Login"]): int(r["Used"]) for r in users if r["Login"]}
     assert {k: v for k, v in sreport_assoc.items() if v} == {k: v for k, v in by_assoc.items() if v}

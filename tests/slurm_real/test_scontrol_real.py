@@ -29,13 +29,13 @@ def _sbatch(jobs: Path, *args: str) -> str:
          f"--output={jobs}/scontrol-test-%j.out", "-A", "physics", "-p", "gpu", "-c", "1",
          "-t", "5", *args, str(jobs / "gpu-indices.sh")],
         capture_output=True, text=True, check=True, stdin=subprocess.DEVNULL, timeout=60,
-    ).stdout  # fmt: skip
+    ).stdout
     return out.strip().split(";")[0]
 
 
 def _state(job: str) -> str:
     out = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True,
-                         check=False, timeout=30).stdout  # fmt: skip
+                         check=False, timeout=30).stdout
     m = re.search(r"JobState=(\S+)", out)
     return m.group(1) if m else ""
 
@@ -68,7 +68,7 @@ def test_live_scontrol_gives_each_running_job_its_own_gpu_indices(real_slurm, tm
         _wait(lambda: all(_state(j) == "RUNNING" for j in ids), f"jobs {ids} RUNNING")
         _wait(lambda: all((jobs / f"scontrol-test-{j}.out").is_file()
                           and "gpus=" in (jobs / f"scontrol-test-{j}.out").read_text()
-                          for j in ids), "the jobs' first output line")  # fmt: skip
+                          for j in ids), "the jobs' first output line")
         assert scontrol_command()[0] == "scontrol"
         with connect(tmp_path / "ledger.duckdb") as con:
             load = scontrol_ingest.ingest_scontrol(con, CommandRunner(timeout_s=60))

@@ -49,11 +49,11 @@ def shared(real_slurm: Any) -> Shared:  # conftest.RealSlurm
     env = {**os.environ, "GPULEDGER_SLURM_DIR": str(real_slurm.state_dir)}
     proc = subprocess.run(["bash", str(SERVICE_DIR / "submit-shared-jobs.sh"), str(out)],
                           stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=300,
-                          check=False)  # fmt: skip
+                          check=False)
     assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()[-4000:]
     window = dict(ln.split("=", 1) for ln in (out / "window.env").read_text().splitlines())
     start, end = (datetime.fromtimestamp(int(window[k]), tz=UTC)
-                  for k in ("WINDOW_START", "WINDOW_END"))  # fmt: skip
+                  for k in ("WINDOW_START", "WINDOW_END"))
     argv = sacct_command(_iso(start), _iso(end))
     return Shared(out, real_slurm.sacct(argv[1:], env=SACCT_ENVIRONMENT))
 
@@ -84,9 +84,9 @@ def _pieces(shared: Shared, kind: str) -> list[tuple]:
     ("shard-2", [("shard-01", "shard", None, 2)]),
     ("shard-3", [("shard-01", "shard", None, 3)]),
     ("mps-50", [("shard-01", "mps", None, 50)]),
-])  # fmt: skip
+])
 def test_sacct_of_shared_gpu_jobs_is_read_into_their_pieces(shared: Shared, kind: str,
-                                                            pieces: list[tuple]):  # fmt: skip
+                                                            pieces: list[tuple]):
     assert _pieces(shared, kind) == pieces
 
 

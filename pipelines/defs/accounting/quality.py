@@ -21,7 +21,7 @@ from pipelines.defs.resources import LEDGER_POOL, LedgerResource, SiteResource
     "[gpuledger.quality] threshold is provisional, and so are its invoice lines.",
 )
 def data_quality_days(context: dg.AssetExecutionContext, ledger: LedgerResource,
-                      site: SiteResource) -> dg.MaterializeResult:  # fmt: skip
+                      site: SiteResource) -> dg.MaterializeResult:
     day = context.partition_time_window.start.date()
     thresholds = site.load().quality  # read with the ledger closed
     with ledger.ledger() as con:
@@ -42,7 +42,7 @@ def data_quality_days(context: dg.AssetExecutionContext, ledger: LedgerResource,
     "with their reasons (their invoice lines carry the mark).",
 )
 def day_not_provisional(context: dg.AssetCheckExecutionContext,
-                        ledger: LedgerResource) -> dg.AssetCheckResult:  # fmt: skip
+                        ledger: LedgerResource) -> dg.AssetCheckResult:
     day = context.partition_time_window.start.date()
     with ledger.ledger() as con:
         rows, columns = query_rows(

@@ -3,7 +3,8 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from models.build import build_chargeback
-from models.closing import close_week, current_close
+from models.close_week import close_week
+from models.closing import current_close
 from pipelines.defs.partitions import weekly_partitions
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import dagster as dg
 
 from connectors.kubernetes.dra_claims import ClaimRead
+from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from connectors.kubernetes.prometheus import MetricsSource, PrometheusHttpSource
+from connectors.kubernetes.prometheus import PrometheusHttpSource
 from connectors.secrets import without_credentials
 from gpuledger import k8s_ingest
 from gpuledger.k8s_dra import DraInput, DraSetup, read_fresh
@@ -58,7 +59,7 @@ class KubernetesSourceResource(dg.ConfigurableResource):
         return without_credentials(p.url) if p.url else str(p.openmetrics)
 
     def read_window(self, cluster: ClusterSite, start: datetime, end: datetime,
-                    dra: DraInput | None = None) -> tuple[MetricsSource, object]:  # fmt: skip
+                    dra: DraInput | None = None) -> tuple[MetricsSource, object]:
         """Read one cluster's window; no ledger connection is open. `dra`: the ResourceClaims
         and DRA names (gpuledger/k8s_dra.py; default: the site's names, no claims)."""
         p = _prometheus(cluster)

@@ -150,7 +150,7 @@ def pod_group_clusters(site: Site) -> list[ClusterSite]:
     "detect_partial_gang.sql sizes a gang by them.",
 )
 def k8s_pod_groups(context: dg.AssetExecutionContext, ledger: LedgerResource,
-                   site: SiteResource):  # fmt: skip
+                   site: SiteResource):
     """``gpuledger.pod_groups`` (the CLI's path): each list read with no ledger connection
     open, then stored in one short transaction. An API that cannot be read is reported (the
     check fails) but fails no run: the objects are extra gang evidence, and the day's

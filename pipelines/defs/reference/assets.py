@@ -5,12 +5,13 @@ import dagster as dg
 import duckdb
 
 from gpuledger import reference_ingest, service
+from gpuledger.loads import LoadResult
 from gpuledger.site import Site
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource, SiteResource
 
 GROUP = "reference"
 
-Loader = Callable[[duckdb.DuckDBPyConnection, Path], service.LoadResult]
+Loader = Callable[[duckdb.DuckDBPyConnection, Path], LoadResult]
 
 
 def has_live_sources(site: Site) -> bool:
@@ -70,7 +71,7 @@ def _from_sources(name: str, part: str, file_name: str, file_load: Loader | None
     return _asset
 
 
-def _load_nodes(con: duckdb.DuckDBPyConnection, path: Path) -> service.LoadResult:
+def _load_nodes(con: duckdb.DuckDBPyConnection, path: Path) -> LoadResult:
     from pipelines.site import current_site
 
     return reference_ingest.import_nodes_file(con, path, current_site().clusters[0].name)

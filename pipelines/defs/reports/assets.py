@@ -1,8 +1,9 @@
 import dagster as dg
 
 from gpuledger.focus_export import site_focus
-from gpuledger.report import IsoWeek, write_weekly_report
 from gpuledger.report.location import reports_dir
+from gpuledger.report.weekly import write_weekly_report
+from models.weeks import IsoWeek
 from pipelines.defs.partitions import weekly_partitions
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource, SiteResource
 

@@ -45,7 +45,7 @@ def gpu_field_parsed(con: duckdb.DuckDBPyConnection) -> dg.AssetCheckResult:
 
 
 def lines_within_sanity_limits(con: duckdb.DuckDBPyConnection,
-                               source_files: Sequence[str]) -> dg.AssetCheckResult:  # fmt: skip
+                               source_files: Sequence[str]) -> dg.AssetCheckResult:
     """WARN when the day's sacct loads (``source_files``, one per cluster) rejected lines for
     breaking a sanity limit (GPUs beyond the inventory or a ceiling, End before Start, absurd
     durations, times in the future: connectors.slurm.sanity); returns those rejects (file, line,

@@ -91,7 +91,7 @@ class SlurmSourceResource(dg.ConfigurableResource):
         return SacctRead(cluster, start, end, text, observed, f"sacct ({slurm.prefix or 'local'})")
 
     def write_window(self, con: duckdb.DuckDBPyConnection, read: SacctRead,
-                     ) -> slurm_ingest.SlurmLoad:  # fmt: skip
+                     ) -> slurm_ingest.SlurmLoad:
         slurm = _slurm(read.cluster)
         lookback = timedelta(hours=slurm.lookback_hours)
         if read.text is not None:
@@ -105,7 +105,7 @@ class SlurmSourceResource(dg.ConfigurableResource):
     # ------------------------------------------------------------------ sreport
 
     def read_sreport(self, cluster: ClusterSite, start: datetime, end: datetime,
-                     ) -> SreportRead | None:  # fmt: skip
+                     ) -> SreportRead | None:
         """Both sreport reports of the window (live) or the exported ones; None: not configured."""
         slurm = _slurm(cluster)
         if slurm.mode == "sacct":
@@ -136,7 +136,7 @@ class SlurmSourceResource(dg.ConfigurableResource):
         return fetch_scontrol_jobs(slurm_runner(_slurm(cluster)))
 
     def store_scontrol(self, con: duckdb.DuckDBPyConnection,
-                       parsed: ScontrolParse) -> scontrol_ingest.ScontrolLoad:  # fmt: skip
+                       parsed: ScontrolParse) -> scontrol_ingest.ScontrolLoad:
         label = (f"scontrol {parsed.observed_at:%Y-%m-%dT%H:%M:%S}" if parsed.observed_at
                  else "scontrol")
         return scontrol_ingest.store_scontrol(con, parsed, source_file=label)
@@ -158,9 +158,9 @@ def _store_dump(con: duckdb.DuckDBPyConnection, cluster: ClusterSite, slurm: Slu
         con, observed_at=as_of or datetime.now(UTC).replace(tzinfo=None),
         observed_what="the dump's as-of time" if as_of else "the time of the import",
         charged_until=as_of, base=slurm_limits(slurm),
-    )  # fmt: skip
+    )
     parsed = parse_sacct(Path(dump), timezone=slurm.dump_timezone, source_file=dump,
-                         cluster=cluster.name, limits=limits)  # fmt: skip
+                         cluster=cluster.name, limits=limits)
     observed = as_of or slurm_ingest.default_observed_until(parsed)
     window = slurm_ingest.within_window(parsed, start - lookback, end)
     seen = min(end, as_of) if as_of else end

@@ -57,7 +57,7 @@ def _in_window(path: Path, start: datetime, end: datetime) -> bool:
     "the scontrol sensor took); a file already loaded unchanged is skipped.",
 )
 def slurm_gpu_indices(context: dg.AssetExecutionContext, ledger: LedgerResource,
-                      site: SiteResource) -> dg.MaterializeResult:  # fmt: skip
+                      site: SiteResource) -> dg.MaterializeResult:
     window = context.partition_time_window
     start, end = window.start.replace(tzinfo=None), window.end.replace(tzinfo=None)
     the_site = site.load()

@@ -26,14 +26,11 @@ from pathlib import Path
 import polars as pl
 from prometheus_api_client import PrometheusConnect
 
+from connectors.kubernetes.metrics_source import PrometheusConfig
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from connectors.kubernetes.prometheus import (
-    PrometheusConfig,
-    PrometheusHttpSource,
-    epoch_ms,
-    gc_paused,
-    range_chunks,
-)
+from connectors.kubernetes.prometheus import PrometheusHttpSource, range_chunks
+from connectors.kubernetes.sample_frames import gc_paused
+from connectors.times import epoch_ms
 
 ROOT = Path(__file__).resolve().parents[3]
 START_SCRIPT = ROOT / "tests" / "services" / "prometheus" / "start-prom.sh"

@@ -54,7 +54,7 @@ class KueueApi:
 
     def __init__(self, snapshots: list[list[dict]], *, version: str = "v1beta2",
                  token: str = "", tls: ssl.SSLContext | None = None,
-                 fail_first: int = 0, expire_continue_once: bool = False) -> None:  # fmt: skip
+                 fail_first: int = 0, expire_continue_once: bool = False) -> None:
         self.snapshots = snapshots
         self.index = 0
         self.version = version

@@ -32,7 +32,7 @@ def _workloads() -> list[dict]:
 
 
 def _kubeconfig(tmp_path: Path, cluster: str, user: str, *, context: str = "prod",
-                current: str = "prod") -> Path:  # fmt: skip
+                current: str = "prod") -> Path:
     path = tmp_path / "kubeconfig"
     path.write_text(f"""apiVersion: v1
 kind: Config

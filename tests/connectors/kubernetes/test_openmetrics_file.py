@@ -9,8 +9,9 @@ import polars as pl
 import pytest
 
 from connectors.errors import SourceError
-from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource, parse_selector
-from connectors.kubernetes.prometheus import MetricsSource
+from connectors.kubernetes.metrics_source import MetricsSource
+from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
+from connectors.kubernetes.promql_selectors import parse_selector
 from tests.connectors.kubernetes.fakes import T0, at, om_file
 from tests.helpers import FIXTURES
 

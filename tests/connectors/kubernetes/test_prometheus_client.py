@@ -12,19 +12,16 @@ import polars as pl
 import pytest
 
 from connectors.errors import SourceError
+from connectors.kubernetes.metrics_source import MetricsSource, PrometheusConfig
 from connectors.kubernetes.prometheus import (
     MAX_POINTS_PER_SERIES,
-    MetricsSource,
-    PrometheusConfig,
     PrometheusHttpSource,
-    check_selector,
-    epoch_ms,
-    finish_raw,
-    parse_matrix,
     range_chunks,
-    windows,
 )
+from connectors.kubernetes.promql_selectors import check_selector
 from connectors.kubernetes.records import RAW_SAMPLE_BASE
+from connectors.kubernetes.sample_frames import finish_raw, parse_matrix
+from connectors.times import epoch_ms, windows
 from tests.connectors.kubernetes.fakes import T0, FakePrometheus, at, grid
 
 GPU = {"UUID": "GPU-1", "gpu": "0", "Hostname": "n1"}

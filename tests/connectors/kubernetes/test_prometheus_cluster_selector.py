@@ -5,12 +5,9 @@ from datetime import timedelta
 
 import pytest
 
-from connectors.kubernetes.prometheus import (
-    PrometheusConfig,
-    PrometheusHttpSource,
-    add_matchers,
-    check_matchers,
-)
+from connectors.kubernetes.metrics_source import PrometheusConfig
+from connectors.kubernetes.prometheus import PrometheusHttpSource
+from connectors.kubernetes.promql_selectors import add_matchers, check_matchers
 from tests.connectors.kubernetes.fakes import T0, FakePrometheus
 
 CLUSTER_A = 'cluster="a"'

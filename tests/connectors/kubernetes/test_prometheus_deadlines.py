@@ -12,7 +12,8 @@ from datetime import datetime
 import pytest
 
 from connectors.errors import SourceError
-from connectors.kubernetes.prometheus import PrometheusConfig, PrometheusHttpSource
+from connectors.kubernetes.metrics_source import PrometheusConfig
+from connectors.kubernetes.prometheus import PrometheusHttpSource
 from gpuledger.cli import main
 
 START, END = datetime(2026, 1, 5), datetime(2026, 1, 6)

@@ -41,7 +41,7 @@ print(json.dumps({"rows": rows, "wall": wall, "cpu": time.process_time() - c,
 
 def _run(kind: str, path: Path) -> dict:
     out = subprocess.run([sys.executable, "-c", _CHILD, kind, str(path)], check=True,
-                         capture_output=True, text=True).stdout  # fmt: skip
+                         capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -57,14 +57,14 @@ def main(argv: list[str]) -> None:
             t = time.perf_counter()
             write_dump(path, n)
             print(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB) in "
-                  f"{time.perf_counter() - t:.1f} s")  # fmt: skip
+                  f"{time.perf_counter() - t:.1f} s")
         for attempt in range(2):
             duck, ours = _run("duckdb", path), _run("parse_sacct", path)
             print(f"[{attempt + 1}] duckdb read_csv {duck['wall']:.2f} s "
                   f"({duck['rows'] / duck['wall']:,.0f} rows/s, {duck['rss_mb']:.0f} MB) | "
                   f"parse_sacct {ours['wall']:.2f} s wall, {ours['cpu']:.2f} s cpu "
                   f"({ours['rows'] / ours['wall']:,.0f} rows/s, peak RSS {ours['rss_mb']:.0f} MB)"
-                  f" | ratio {ours['wall'] / duck['wall']:.2f}")  # fmt: skip
+                  f" | ratio {ours['wall'] / duck['wall']:.2f}")
 
 
 if __name__ == "__main__":

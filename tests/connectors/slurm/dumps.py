@@ -15,7 +15,7 @@ US = "\x1f"
 CLASSIC_FIELDS: tuple[str, ...] = (
     "JobID", "JobIDRaw", "JobName", "User",
     *(f for f in SACCT_FIELDS if f not in {"JobID", "JobIDRaw", "JobName", "User"}),
-)  # fmt: skip
+)
 
 T0 = 1_796_017_424  # 2026-11-30T05:43:44Z
 
@@ -29,10 +29,10 @@ ALLOC: dict[str, str] = {
     "ReqTRES": "billing=11,cpu=1,gres/gpu:a100=1,gres/gpu=1,mem=1000M,node=1",
     "Cluster": "gpulab", "Reservation": "", "Reason": "None", "Flags": "SchedMain,StartRecieved",
     "WCKey": "", "JobName": "train", "AdminComment": "",
-}  # fmt: skip
+}
 
 STEP_BLANK = ("User", "UID", "Partition", "QOS", "DerivedExitCode", "TimelimitRaw", "ReqTRES",
-              "Reason", "Flags", "AdminComment")  # fmt: skip
+              "Reason", "Flags", "AdminComment")
 
 
 def alloc(**over: str) -> dict[str, str]:
@@ -40,7 +40,7 @@ def alloc(**over: str) -> dict[str, str]:
 
 
 def step(parent: Mapping[str, str], step_id: str, raw_step: str | None = None,
-         **over: str) -> dict[str, str]:  # fmt: skip
+         **over: str) -> dict[str, str]:
     """A step row of ``parent`` (``.batch`` etc.), with the fields sacct leaves empty on steps."""
     row = {**parent, **dict.fromkeys(STEP_BLANK, "")}
     row["JobID"] = f"{parent['JobID']}.{step_id}"
@@ -56,7 +56,7 @@ def line(row: Mapping[str, str], fields: Sequence[str] = SACCT_FIELDS, sep: str 
 
 
 def dump(rows: Iterable[Mapping[str, str] | str], fields: Sequence[str] = SACCT_FIELDS,
-         sep: str = US) -> str:  # fmt: skip
+         sep: str = US) -> str:
     """Header + lines; a ``str`` item is written as it is (for malformed lines)."""
     out = [sep.join(fields)]
     for r in rows:
@@ -85,7 +85,7 @@ FORMAT_ALL_FIELDS: tuple[str, ...] = (
     "TRESUsageOutMax", "TRESUsageOutMaxNode", "TRESUsageOutMaxTask", "TRESUsageOutMin",
     "TRESUsageOutMinNode", "TRESUsageOutMinTask", "TRESUsageOutTot", "UID", "User", "UserCPU",
     "WCKey", "WCKeyID", "WorkDir",
-)  # fmt: skip
+)
 
 
 def alloc_all(**over: str) -> dict[str, str]:
@@ -100,6 +100,6 @@ def alloc_all(**over: str) -> dict[str, str]:
         ConsumedEnergyRaw="0", ReqCPUFreq="Unknown", ReqCPUFreqGov="Unknown",
         ReqCPUFreqMax="Unknown", ReqCPUFreqMin="Unknown", WorkDir="/home/alice",
         SubmitLine="sbatch -A physics -p gpu --gres=gpu:a100:1 -J train job.sh",
-    )  # fmt: skip
+    )
     row.update(over)
     return row

@@ -37,7 +37,7 @@ def dump_lines(n_lines: int, *, sep: str = "\x1f", seed: int = 7, cluster: str =
         nodes = 2 if gpus == 16 else 1
         node_no = rng.randint(1, 60)
         nodelist = (f"{model}-[{node_no:02d}-{node_no + 1:02d}]" if nodes == 2
-                    else f"{model}-{node_no:02d}")  # fmt: skip
+                    else f"{model}-{node_no:02d}")
         cpus = max(2, gpus * 4)
         submit = t0 + job * 7
         start = submit + rng.randint(0, 600)
@@ -63,7 +63,7 @@ def dump_lines(n_lines: int, *, sep: str = "\x1f", seed: int = 7, cluster: str =
             "Reason": "None", "Flags": "SchedMain,StartRecieved", "WCKey": "",
             "JobName": rng.choice(_NAMES),
             "AdminComment": f'{{"pods":["team-a/pod-{job}"]}}' if bridge else "",
-        }  # fmt: skip
+        }
         h, rem = divmod(elapsed, 3600)
         base["Elapsed"] = f"{h:02d}:{rem // 60:02d}:{rem % 60:02d}"
         rows = [base]
@@ -74,7 +74,7 @@ def dump_lines(n_lines: int, *, sep: str = "\x1f", seed: int = 7, cluster: str =
                 "TimelimitRaw": "", "JobName": step if not step.isdigit() else "python",
                 "State": "COMPLETED", "ExitCode": "0:0", "Reason": "", "Flags": "",
                 "AdminComment": "", "ReqTRES": "",
-            })  # fmt: skip
+            })
         for r in rows:
             if emitted >= n_lines:
                 return

@@ -43,7 +43,7 @@ def _rows() -> list[dict[str, str]]:
                Eligible=str(T0 + 25))
     return [plain, step(plain, "batch"), t0, step(t0, "batch"), t1, step(t1, "batch"), rest,
             h0, step(h0, "batch"), h1, step(h1, "0"), r1, step(r1, "batch"), r2,
-            step(r2, "batch")]  # fmt: skip
+            step(r2, "batch")]
 
 
 def test_run_keys_without_jobidraw_come_from_the_jobid():
@@ -71,7 +71,7 @@ def test_run_keys_without_jobidraw_come_from_the_jobid():
         ("300_1.batch", f"gpulab:300_1:{T0}"), ("400+0.batch", f"gpulab:400+0:{T0}"),
         ("400+1.0", f"gpulab:400+1:{T0}"), ("500.batch", f"gpulab:500:{T0}"),
         ("500.batch", f"gpulab:500:{T0 + 20}"),
-    ]  # fmt: skip
+    ]
 
 
 def test_plain_jobs_key_alike_with_and_without_jobidraw():
@@ -105,7 +105,7 @@ def test_a_given_cluster_rejects_rows_of_another_cluster():
     [rej] = r.rejects
     assert (rej.source_file, rej.line_no, rej.field) == ("d.txt", 3, "Cluster")
     assert rej.reason == ("expected each row's Cluster to be the cluster given with --cluster, "
-                          "found 'other' where 'gpulab' was given")  # fmt: skip
+                          "found 'other' where 'gpulab' was given")
 
 
 @pytest.mark.parametrize("bad", ["", "two words"])
@@ -119,13 +119,13 @@ def test_a_cluster_name_must_be_one_word(bad: str):
      "Submit, Start, End, NodeList, AllocTRES"),
     (("JobIDRaw", "State", "Submit", "Start", "End", "NodeList", "AllocTRES"), "JobID"),
     (("JobID", "State", "Submit", "Start", "End", "NodeList", "ReqTRES"), "AllocTRES"),
-])  # fmt: skip
+])
 def test_too_few_fields_name_exactly_which_are_missing(fields: tuple[str, ...], missing: str):
     with pytest.raises(SacctFormatError) as exc:
         parse_sacct(dump([alloc()], fields, sep="|"), source_file="d.txt", cluster="c")
     assert str(exc.value).startswith(f"d.txt: expected {missing} in the header (GPU-seconds "
                                      "need JobID, State, Submit, Start, End, NodeList, "
-                                     "AllocTRES and Cluster), found none;")  # fmt: skip
+                                     "AllocTRES and Cluster), found none;")
 
 
 def test_streamed_and_whole_loads_agree_without_jobidraw(tmp_path: Path, monkeypatch):
@@ -136,7 +136,7 @@ def test_streamed_and_whole_loads_agree_without_jobidraw(tmp_path: Path, monkeyp
         load = slurm_ingest.import_sacct_file(con, path, cluster="c")
         streamed = con.execute("SELECT run_key FROM slurm_runs ORDER BY run_key").fetchall()
         steps = con.execute("SELECT step_job_id, run_key FROM slurm_steps "
-                            "ORDER BY step_job_id, run_key").fetchall()  # fmt: skip
+                            "ORDER BY step_job_id, run_key").fetchall()
     assert (load.runs, load.steps, load.rejects) == (8, 7, ())
     assert streamed == sorted((k,) for k in parsed.runs["run_key"])
     assert steps == sorted(parsed.steps.select("step_job_id", "run_key").rows())
@@ -151,10 +151,10 @@ def test_loading_a_run_under_both_key_forms_charges_it_once(tmp_path: Path):
 
     def state(con) -> tuple[list, int, int]:
         runs = con.execute("SELECT job_id, run_key FROM slurm_runs ORDER BY job_id, submit"
-                           ).fetchall()  # fmt: skip
+                           ).fetchall()
         nodes = con.execute("SELECT count(*) FROM slurm_node_allocations").fetchone()[0]
         gpu_s = con.execute("SELECT sum(alloc_gpus * date_diff('second', start, \"end\")) "
-                            "FROM slurm_runs").fetchone()[0]  # fmt: skip
+                            "FROM slurm_runs").fetchone()[0]
         return runs, nodes, gpu_s
 
     for first, second in ((with_raw, without), (without, with_raw)):
@@ -166,7 +166,7 @@ def test_loading_a_run_under_both_key_forms_charges_it_once(tmp_path: Path):
             assert (len(runs2), nodes2, gpus2) == (len(runs1), nodes1, gpus1) == (8, 7, 350)
             keys = dict(runs2)
             assert keys["300_0"] == (f"gpulab:300_0:{T0}" if second == without
-                                     else f"gpulab:301:{T0}")  # fmt: skip
+                                     else f"gpulab:301:{T0}")
 
 
 def test_cli_import_sacct_takes_the_cluster(tmp_path: Path, capsys):
@@ -184,7 +184,7 @@ def test_cli_import_sacct_takes_the_cluster(tmp_path: Path, capsys):
 
 
 def test_cli_import_sacct_takes_the_cluster_from_the_config_file(tmp_path: Path, capsys,
-                                                                  monkeypatch):  # fmt: skip
+                                                                  monkeypatch):
     path = tmp_path / "site.txt"
     path.write_text(dump(_rows(), NEITHER, sep="|"), encoding="utf-8")
     config = tmp_path / "gpuledger.toml"

@@ -21,21 +21,21 @@ START, END = T0 + 5, T0 + 65  # the runs of alloc(): 60 s
 
 
 def _run(job: str = "200", gpus: int = 5, nodes: str = "a100-[01-02]", n: int = 2,
-         **over: str) -> dict[str, str]:  # fmt: skip
+         **over: str) -> dict[str, str]:
     return alloc(JobID=job, JobIDRaw=job, NodeList=nodes, AllocNodes=str(n),
                  AllocTRES=f"billing=54,cpu=4,gres/gpu:a100={gpus},gres/gpu={gpus},mem=4000M,"
-                 f"node={n}", **over)  # fmt: skip
+                 f"node={n}", **over)
 
 
 def _block(job: str, start: int, per_node: list[tuple[str, str]], *, seen: int = START + 10,
-           head: str = "") -> str:  # fmt: skip
+           head: str = "") -> str:
     """A job as `TZ=UTC SLURM_TIME_FORMAT=%s scontrol show job -d` prints it at ``seen``."""
     run = seen - start
     lines = [f"JobId={job} {head}JobName=train",
              "   JobState=RUNNING Reason=None Dependency=(null)",
              f"   RunTime=00:{run // 60:02d}:{run % 60:02d} TimeLimit=00:05:00 TimeMin=N/A",
              f"   StartTime={start} EndTime={start + 300} Deadline=N/A",
-             f"   NodeList={','.join(n for n, _ in per_node)}"]  # fmt: skip
+             f"   NodeList={','.join(n for n, _ in per_node)}"]
     for node, gres in per_node:
         lines.append(f"     Nodes={node} CPU_IDs=0-1 Mem=2000 GRES={gres}")
     return "\n".join([*lines, "   MinCPUsNode=1", "", ""])
@@ -43,7 +43,7 @@ def _block(job: str, start: int, per_node: list[tuple[str, str]], *, seen: int =
 
 def _ledger(tmp_path: Path, rows: list[dict[str, str]], snapshots: list[str], *,
             order: str = "sacct-first", fields: tuple[str, ...] = SACCT_FIELDS,
-            name: str = "l") -> list[tuple]:  # fmt: skip
+            name: str = "l") -> list[tuple]:
     """Load the dump and the snapshots in ``order``, build, and return the staged Slurm rows
     (job_id, node, gpus, gpus_source, evidence, gpu_seconds) in node order."""
     dump_path = tmp_path / f"{name}-sacct.txt"
@@ -58,18 +58,18 @@ def _ledger(tmp_path: Path, rows: list[dict[str, str]], snapshots: list[str], *,
             for p in snap_paths:
                 assert scontrol_ingest.import_scontrol_file(con, p).rejects == ()
         assert slurm_ingest.import_sacct_file(con, dump_path, cluster=None if "Cluster" in fields
-                                              else "gpulab").rejects == ()  # fmt: skip
+                                              else "gpulab").rejects == ()
         if order == "sacct-first":
             for p in snap_paths:
                 assert scontrol_ingest.import_scontrol_file(con, p).rejects == ()
         build_allocations(con, DAY, DAY)
         staged = con.execute(
             "SELECT job_id, node, gpus, gpus_source, evidence FROM stg_allocations "
-            "ORDER BY job_id, start_ts, node").fetchall()  # fmt: skip
+            "ORDER BY job_id, start_ts, node").fetchall()
         charged = {(j, n, s): g for j, n, s, g in con.execute(
             "SELECT job_id, node, start_ts, gpu_seconds FROM allocations").fetchall()}
     return [(*row, charged.get((row[0], row[1], datetime.fromtimestamp(START, UTC)
-                                .replace(tzinfo=None)))) for row in staged]  # fmt: skip
+                                .replace(tzinfo=None)))) for row in staged]
 
 
 # ------------------------------------------------------------------------------ at sacct load
@@ -80,7 +80,7 @@ def _ledger(tmp_path: Path, rows: list[dict[str, str]], snapshots: list[str], *,
     (4, "a100-[01-02]", 2, [("a100-01", 2), ("a100-02", 2)]),
     (1, "a100-[01-02]", 2, [("a100-01", 1), ("a100-02", 0)]),
     (7, "a100-[01-03]", 3, [("a100-01", 3), ("a100-02", 2), ("a100-03", 2)]),
-])  # fmt: skip
+])
 def test_multi_node_runs_are_split_evenly_at_load_and_marked_estimated(gpus, nodes, n, expected):
     r = parse_sacct(dump([_run(gpus=gpus, nodes=nodes, n=n)]), source_file="d")
     per = allocations_per_node(r.runs)
@@ -98,7 +98,7 @@ def test_a_single_node_run_holds_its_total_exactly():
 
 
 SNAP_4_1 = _block("200", START, [("a100-01", "gpu:a100:4(IDX:0-3)"),
-                                 ("a100-02", "gpu:a100:1(IDX:5)")])  # fmt: skip
+                                 ("a100-02", "gpu:a100:1(IDX:5)")])
 
 
 @pytest.mark.parametrize("order", ["sacct-first", "scontrol-first"])
@@ -109,7 +109,7 @@ def test_the_snapshot_gives_each_node_its_count_whichever_was_loaded_first(tmp_p
     sacct_file = tmp_path / "l-sacct.txt"
     assert rows[0][4] == (f"{sacct_file}:2; GPUs per node from scontrol "
                           f"{tmp_path / 'l-scontrol-0.txt'}:6: 4 of the run's 5 "
-                          "(indices 0,1,2,3)")  # fmt: skip
+                          "(indices 0,1,2,3)")
     assert rows[1][4].endswith(":7: 1 of the run's 5 (indices 5)")
 
 
@@ -119,10 +119,10 @@ def test_without_a_snapshot_the_even_split_stays_and_the_evidence_says_so(tmp_pa
     assert sum(r[5] for r in rows) == 5 * 60  # the total is sacct's either way
     assert rows[0][4].endswith("-sacct.txt:2; GPUs per node estimated: 5 GPUs split evenly "
                                "over 2 nodes, 2 each and 1 more on the first 1 in hostlist order "
-                               "(no scontrol snapshot of the run)")  # fmt: skip
+                               "(no scontrol snapshot of the run)")
     even = _ledger(tmp_path, [_run(gpus=4)], [], name="even")
     assert even[0][4].endswith("; GPUs per node estimated: 4 GPUs split evenly over 2 nodes, 2 "
-                               "each (no scontrol snapshot of the run)")  # fmt: skip
+                               "each (no scontrol snapshot of the run)")
 
 
 @pytest.mark.parametrize(("snapshot", "why"), [
@@ -130,7 +130,7 @@ def test_without_a_snapshot_the_even_split_stays_and_the_evidence_says_so(tmp_pa
      "shows 4 GPUs, sacct 5: not used)"),
     (_block("200", START, [("a100-01", "gpu:a100:4(IDX:0-3)"), ("h100-01", "gpu:h100:1(IDX:0)")]),
      "names other nodes: not used)"),
-])  # fmt: skip
+])
 def test_a_snapshot_that_disagrees_with_sacct_is_not_used(tmp_path, snapshot: str, why: str):
     rows = _ledger(tmp_path, [_run()], [snapshot])
     assert [r[1:4] for r in rows] == [("a100-01", 3, "even_split"), ("a100-02", 2, "even_split")]
@@ -147,14 +147,14 @@ def test_a_snapshot_of_another_start_is_another_run(tmp_path):
     rows = _ledger(tmp_path, [first, second], [SNAP_4_1])
     assert [r[1:4] for r in rows] == [
         ("a100-01", 4, "scontrol"), ("a100-02", 1, "scontrol"),
-        ("a100-01", 3, "even_split"), ("a100-02", 2, "even_split")]  # fmt: skip
+        ("a100-01", 3, "even_split"), ("a100-02", 2, "even_split")]
 
 
 def test_a_node_the_snapshot_does_not_name_held_no_gpu(tmp_path):
     run = _run(gpus=5, nodes="a100-[01-03]", n=3)
     rows = _ledger(tmp_path, [run], [SNAP_4_1])
     assert [r[1:4] for r in rows] == [("a100-01", 4, "scontrol"), ("a100-02", 1, "scontrol"),
-                                      ("a100-03", 0, "scontrol")]  # fmt: skip
+                                      ("a100-03", 0, "scontrol")]
     assert rows[2][4].endswith(": 0 of the run's 5")
     assert sum(r[5] for r in rows) == 5 * 60
 
@@ -172,11 +172,11 @@ def test_an_array_task_of_a_dump_without_jobidraw_is_matched_by_its_jobid(tmp_pa
     task = _run(job="300_1")
     snap = _block("301", START, [("a100-01", "gpu:a100:4(IDX:0-3)"),
                                  ("a100-02", "gpu:a100:1(IDX:5)")],
-                  head="ArrayJobId=300 ArrayTaskId=1 ")  # fmt: skip
+                  head="ArrayJobId=300 ArrayTaskId=1 ")
     for order in ("sacct-first", "scontrol-first"):
         rows = _ledger(tmp_path, [task], [snap], order=order, fields=fields, name=order)
         assert [r[:4] for r in rows] == [("300_1", "a100-01", 4, "scontrol"),
-                                         ("300_1", "a100-02", 1, "scontrol")]  # fmt: skip
+                                         ("300_1", "a100-02", 1, "scontrol")]
 
 
 def test_a_single_node_run_holds_sacct_s_total_whatever_a_snapshot_says(tmp_path):

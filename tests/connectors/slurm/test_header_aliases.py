@@ -35,7 +35,7 @@ def _with(fields: tuple[str, ...], *extra: str) -> tuple[str, ...]:
 
 def test_nnodes_and_ncpus_alone_are_allocnodes_and_alloccpus():
     fields = tuple("NNodes" if f == "AllocNodes" else "NCPUS" if f == "AllocCPUS" else f
-                   for f in SACCT_FIELDS)  # fmt: skip
+                   for f in SACCT_FIELDS)
     r = parse(dump([alloc(NNodes="2", NCPUS="8", NodeList="a100-[01-02]")], fields))
     assert r.rejects == []
     assert r.runs.select("alloc_nodes", "alloc_cpus").row(0) == (2, 8)
@@ -53,7 +53,7 @@ def test_both_names_load_when_they_agree():
     fields = _with(SACCT_FIELDS, "NNodes", "NCPUS")
     rows = [alloc(NNodes="1", NCPUS="2"),
             alloc(JobID="101", JobIDRaw="101", AllocNodes="2", NNodes="2", NodeList="a100-[01-02]",
-                  AllocCPUS="4", NCPUS="4")]  # fmt: skip
+                  AllocCPUS="4", NCPUS="4")]
     r = parse(dump(rows, fields))
     assert r.rejects == []
     assert r.runs.select("alloc_nodes", "alloc_cpus").rows() == [(1, 2), (2, 4)]
@@ -65,14 +65,14 @@ def test_only_the_row_whose_names_disagree_is_rejected_with_the_reason():
     bad_cpus = alloc(JobID="101", JobIDRaw="101", NNodes="1", NCPUS="3")
     bad_nodes = alloc(JobID="102", JobIDRaw="102", NNodes="4", NCPUS="2")
     r = parse(dump([good, bad_cpus, step(bad_cpus, "batch", NNodes="1", NCPUS="2"), bad_nodes],
-                   fields))  # fmt: skip
+                   fields))
     assert r.runs["job_id"].to_list() == ["100"]
     by_line = {x.line_no: x for x in r.rejects}
     assert sorted(by_line) == [3, 5]
     cpus = by_line[3]
     assert (cpus.source_file, cpus.field) == ("a.txt", "NCPUS")
     assert cpus.reason == ("expected NCPUS to equal AllocCPUS (one sacct field under two names), "
-                           "found NCPUS '3' and AllocCPUS '2'")  # fmt: skip
+                           "found NCPUS '3' and AllocCPUS '2'")
     assert cpus.raw == line(bad_cpus, fields)
     nodes = by_line[5]
     assert nodes.field == "NNodes"
@@ -88,7 +88,7 @@ def test_nnodes_of_a_job_without_nodes_is_the_requested_node_count():
     fields = _with(SACCT_FIELDS, "NNodes")
     pending = alloc(State="PENDING", Start="Unknown", End="Unknown", ElapsedRaw="0",
                     AllocNodes="0", AllocTRES="", NodeList="None assigned",
-                    ReqTRES="billing=2,cpu=2,mem=2000M,node=2", NNodes="2")  # fmt: skip
+                    ReqTRES="billing=2,cpu=2,mem=2000M,node=2", NNodes="2")
     wrong = {**pending, "JobID": "101", "JobIDRaw": "101", "NNodes": "3"}
     r = parse(dump([pending, wrong], fields))
     assert r.runs.select("job_id", "alloc_nodes").rows() == [("100", 0)]
@@ -112,12 +112,12 @@ def test_a_field_listed_twice_is_one_field():
     [rej] = r.rejects
     assert (rej.line_no, rej.field) == (3, "JobID")
     assert rej.reason == ("expected JobID to equal JobID (one sacct field under two names), "
-                          "found JobID '101' and JobID '999'")  # fmt: skip
+                          "found JobID '101' and JobID '999'")
 
 
 def test_a_name_listed_twice_still_needs_the_other_fields():
     with pytest.raises(SacctFormatError, match=r"expected State, Submit, Start, End, NodeList, "
-                       r"AllocTRES, Cluster in the header"):  # fmt: skip
+                       r"AllocTRES, Cluster in the header"):
         parse_sacct("JobID|JobID\n1|1\n", source_file="x.txt")
 
 
@@ -138,7 +138,7 @@ def test_format_all_dump_with_both_names_loads():
     ("WorkDir", "/home/alice/a|b"),
     ("SystemComment", "node|rebooted"),
     ("Container", "/images/a|b.sif"),
-])  # fmt: skip
+])
 def test_a_stray_separator_in_any_free_text_field_of_format_all_is_placed(where: str, value: str):
     a = alloc_all(**{where: value})
     r = parse(dump([a, step(a, "batch")], FORMAT_ALL_FIELDS, sep="|"))
@@ -164,7 +164,7 @@ def test_the_real_shape_of_the_pipe_job_needs_the_fields_nobody_reads(monkeypatc
     assert r.runs.height == 0
     [rej] = r.rejects
     assert rej.reason.startswith("ambiguous: 2 extra separator(s) could belong to SubmitLine or "
-                                 "SystemComment")  # fmt: skip
+                                 "SystemComment")
 
 
 def test_adjacent_free_text_fields_that_cannot_be_told_apart_are_rejected_not_shifted():
@@ -175,7 +175,7 @@ def test_adjacent_free_text_fields_that_cannot_be_told_apart_are_rejected_not_sh
     [rej] = r.rejects
     assert (rej.line_no, rej.field) == (2, "line")
     assert rej.reason.startswith("ambiguous: 1 extra separator(s) could belong to Comment or "
-                                 "Constraints")  # fmt: skip
+                                 "Constraints")
 
 
 def test_a_stray_separator_and_disagreeing_names_reject_the_line():

@@ -67,7 +67,7 @@ ID_CASES = [
     ("15+0", "15", {"het_job_id": 15, "het_offset": 0, "job_id_raw": 15, "array_job_id": None}),
     # het component 1 takes the next raw id
     ("15+1", "16", {"het_job_id": 15, "het_offset": 1, "job_id_raw": 16}),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("job_id", "raw", "expected"), ID_CASES)
@@ -108,7 +108,7 @@ def test_step_ids(job_id: str, raw: str, parent: str, parent_raw: int, step_id: 
     ("12", "12.batch", "JobIDRaw"),  # step part only on one side
     ("12.batch", "12.extern", "JobIDRaw"),
     ("12", "", "JobIDRaw"),
-])  # fmt: skip
+])
 def test_malformed_ids_are_rejected(job_id: str, raw: str, field: str):
     rej = one_reject(parse(dump([alloc(JobID=job_id, JobIDRaw=raw)])))
     assert rej.field == field
@@ -154,7 +154,7 @@ def test_running_job_has_no_end():
 
 
 @pytest.mark.parametrize("text", ["2026-13-01T00:00:00", "yesterday", "2026-07-01 12:00:00",
-                                  "17960174x", "2026-07-01T12:00"])  # fmt: skip
+                                  "17960174x", "2026-07-01T12:00"])
 def test_malformed_times_are_rejected(text: str):
     rej = one_reject(parse(dump([alloc(Start=text)])))
     assert rej.field == "Start"
@@ -171,7 +171,7 @@ def test_dst_ambiguous_start_is_resolved_by_elapsed():
     # 02:30 happens twice on 2026-10-25 in Berlin (00:30 UTC, then 01:30 UTC);
     # End 03:10 CET is 02:10 UTC and ElapsedRaw 2400 s → Start was the second 02:30.
     text = dump([_berlin_row(Start="2026-10-25T02:30:00", End="2026-10-25T03:10:00",
-                             ElapsedRaw="2400")])  # fmt: skip
+                             ElapsedRaw="2400")])
     row = only_run(parse(text, timezone="Europe/Berlin"))
     assert row["start"] == utc("2026-10-25T01:30:00")
     assert row["end"] == utc("2026-10-25T02:10:00")
@@ -182,7 +182,7 @@ def test_dst_ambiguous_submit_is_resolved_by_ordering():
     # only be the first 02:50 (00:50 UTC) since a job is submitted before it starts.
     text = dump([_berlin_row(Submit="2026-10-25T02:50:00", Eligible="2026-10-25T02:50:00",
                              Start="2026-10-25T02:20:00", End="2026-10-25T03:30:00",
-                             ElapsedRaw="4200")])  # fmt: skip
+                             ElapsedRaw="4200")])
     row = only_run(parse(text, timezone="Europe/Berlin"))
     assert row["submit"] == utc("2026-10-25T00:50:00")
     assert row["start"] == utc("2026-10-25T01:20:00")
@@ -190,7 +190,7 @@ def test_dst_ambiguous_submit_is_resolved_by_ordering():
 
 def test_dst_ambiguous_times_that_cannot_be_resolved_are_rejected():
     text = dump([_berlin_row(Start="2026-10-25T02:30:00", End="2026-10-25T02:40:00",
-                             ElapsedRaw="600")])  # fmt: skip
+                             ElapsedRaw="600")])
     rej = one_reject(parse(text, timezone="Europe/Berlin"))
     assert rej.field == "Start"
     assert "repeated when DST ends" in rej.reason
@@ -217,7 +217,7 @@ NO_RAW = (*tuple(f for f in CLASSIC_FIELDS if f not in {"ElapsedRaw", "Timelimit
 @pytest.mark.parametrize(("elapsed", "seconds"), [
     ("1-02:03:04", 93_784), ("02:03:04", 7_384), ("00:00:00", 0), ("12:34.567", 754),
     ("45:00", 2_700), ("10-00:00:00", 864_000),
-])  # fmt: skip
+])
 def test_elapsed_text_when_no_raw_field(elapsed: str, seconds: int):
     text = dump([alloc(Elapsed=elapsed, Timelimit="01:00:00")], fields=NO_RAW, sep="|")
     row = only_run(parse(text))
@@ -228,14 +228,14 @@ def test_elapsed_text_when_no_raw_field(elapsed: str, seconds: int):
 @pytest.mark.parametrize(("limit", "seconds"), [
     ("UNLIMITED", None), ("Partition_Limit", None), ("INVALID", None), ("", None),
     ("2-00:00:00", 172_800), ("00:01:00", 60),
-])  # fmt: skip
+])
 def test_timelimit_text(limit: str, seconds: int | None):
     row = only_run(parse(dump([alloc(Timelimit=limit)], fields=NO_RAW, sep="|")))
     assert row["timelimit_s"] == seconds
 
 
 @pytest.mark.parametrize(("raw", "seconds"), [("5", 300), ("1", 60), ("UNLIMITED", None),
-                                              ("Partition_Limit", None), ("", None)])  # fmt: skip
+                                              ("Partition_Limit", None), ("", None)])
 def test_timelimit_raw_is_minutes(raw: str, seconds: int | None):
     assert only_run(parse(dump([alloc(TimelimitRaw=raw)])))["timelimit_s"] == seconds
 
@@ -258,7 +258,7 @@ def test_raw_fields_are_preferred_over_text():
     ({"ElapsedRaw": "-3"}, "ElapsedRaw"), ({"TimelimitRaw": "soon"}, "TimelimitRaw"),
     ({"AllocCPUS": "two"}, "AllocCPUS"), ({"UID": "alice"}, "UID"),
     ({"AllocNodes": "x"}, "AllocNodes"),
-])  # fmt: skip
+])
 def test_malformed_numbers_are_rejected(over: dict[str, str], field: str):
     rej = one_reject(parse(dump([alloc(**over)])))
     assert rej.field == field
@@ -287,7 +287,7 @@ TRES_CASES = [
     ("cpu=2,gres/shard=4,mem=2000M", 0, [], 2000 * MIB),
     ("billing=2,cpu=2,mem=2000M,node=1", 0, [], 2000 * MIB),
     ("", 0, [], None),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("tres", "gpus", "types", "mem"), TRES_CASES)
@@ -307,7 +307,7 @@ def test_req_tres_untyped_request():
 @pytest.mark.parametrize(("field", "tres"), [
     ("AllocTRES", "cpu=2,gres/gpu=x"), ("AllocTRES", "cpu"), ("AllocTRES", "cpu=2,,mem=1G"),
     ("AllocTRES", "cpu=2;gres/gpu=1"), ("ReqTRES", "gres/gpu=1,mem=8Q"),
-])  # fmt: skip
+])
 def test_malformed_tres_is_rejected(field: str, tres: str):
     rej = one_reject(parse(dump([alloc(**{field: tres})])))
     assert rej.field == field
@@ -321,7 +321,7 @@ def test_malformed_tres_is_rejected(field: str, tres: str):
     ("COMPLETED", "COMPLETED", None), ("OUT_OF_MEMORY", "OUT_OF_MEMORY", None),
     ("NODE_FAIL", "NODE_FAIL", None), ("REQUEUED", "REQUEUED", None),
     ("SOME_FUTURE_STATE", "SOME_FUTURE_STATE", None),
-])  # fmt: skip
+])
 def test_states(text: str, state: str, uid: int | None):
     row = only_run(parse(dump([alloc(State=text)])))
     assert (row["state"], row["cancelled_by_uid"]) == (state, uid)
@@ -336,11 +336,11 @@ def test_malformed_states_are_rejected(text: str):
     ("0:0", "0:0", (0, 0, 0, 0)), ("1:0", "0:0", (1, 0, 0, 0)), ("0:9", "0:0", (0, 9, 0, 0)),
     ("0:0", "3:0", (0, 0, 3, 0)), ("0:15", "", (0, 15, None, None)),
     ("", "", (None, None, None, None)),
-])  # fmt: skip
+])
 def test_exit_codes(exit_code: str, derived: str, expected: tuple):
     row = only_run(parse(dump([alloc(ExitCode=exit_code, DerivedExitCode=derived)])))
     got = (row["exit_code"], row["exit_signal"], row["derived_exit_code"],
-           row["derived_exit_signal"])  # fmt: skip
+           row["derived_exit_signal"])
     assert got == expected
 
 
@@ -357,7 +357,7 @@ def test_malformed_exit_codes_are_rejected(field: str, text: str):
     ("a100-0[1-2]", ["a100-01", "a100-02"]),
     ("node1,node[3-4]", ["node1", "node3", "node4"]),
     ("None assigned", []),
-])  # fmt: skip
+])
 def test_nodelist_is_expanded(nodelist: str, nodes: list[str]):
     assert only_run(parse(dump([alloc(NodeList=nodelist)])))["nodes"] == nodes
 
@@ -378,7 +378,7 @@ def test_malformed_nodelist_is_rejected():
     ('{"pods":["ns/a"]', []),  # invalid JSON: free text, no reject
     ("JS1:H4sIAAAAAAAAA6tWSs7P", []),
     ("", []),
-])  # fmt: skip
+])
 def test_bridge_pods_from_admin_comment(comment: str, pods: list[str]):
     row = only_run(parse(dump([alloc(AdminComment=comment)])))
     assert row["bridge_pods"] == pods
@@ -428,10 +428,10 @@ def test_invalid_utf8_line_is_rejected():
 
 def test_every_reject_names_file_line_field_reason_and_raw():
     rows = [alloc(), alloc(JobID="x", JobIDRaw="x"), alloc(AllocTRES="gres/gpu=1,cpu"),
-            alloc(Start="later")]  # fmt: skip
+            alloc(Start="later")]
     r = parse(dump(rows))
     assert [(x.line_no, x.field) for x in r.rejects] == [(3, "JobID"), (4, "AllocTRES"),
-                                                         (5, "Start")]  # fmt: skip
+                                                         (5, "Start")]
     for x in r.rejects:
         assert x.source_file == "t.txt"
         assert x.raw.startswith(("x", "100"))
@@ -444,7 +444,7 @@ def test_every_reject_names_file_line_field_reason_and_raw():
 
 def test_any_field_order_and_extra_fields():
     fields = ("Cluster", "WorkDir", "End", "Start", "Submit", "State", "AllocTRES", "NodeList",
-              "JobIDRaw", "JobID", "Priority")  # fmt: skip
+              "JobIDRaw", "JobID", "Priority")
     row = {**alloc(), "WorkDir": "/home/alice", "Priority": "4294901759"}
     r = parse(dump([row], fields=fields, sep="|"))
     got = only_run(r)
@@ -518,13 +518,13 @@ def test_big_dump_goes_through_batches(monkeypatch: pytest.MonkeyPatch):
     assert r.steps["line_no"].is_sorted()
     # each step found its own run across batch borders
     joined = r.steps.join(r.runs.select("run_key", pl.col("job_id").alias("run_job")),
-                          on="run_key")  # fmt: skip
+                          on="run_key")
     assert joined.height == 80
     assert (joined["job_id"] == joined["run_job"]).all()
 
 
 def test_synthetic_dump_same_result_in_one_batch_or_many(monkeypatch: pytest.MonkeyPatch,
-                                                         tmp_path: Path):  # fmt: skip
+                                                         tmp_path: Path):
     import connectors.slurm.parse as parse_module
     from tests.connectors.slurm.synthetic import write_dump
 

@@ -93,7 +93,7 @@ SUBMITTED_GPUS = {
     "timeout": 0, "requeue": 1, "cancel-running": 1, "gpu-1-typed": 1, "gpu-2-untyped": 2,
     "gpu-3-untyped-gres": 3, "gpu-4-h100": 4, "gpu-8-a100": 8, "two-node": 4, "array": 1,
     "multistep": 2, "fail-exit1": 1, "name-pipe": 1, "name-unicode": 1,
-}  # fmt: skip
+}
 
 
 def _note_gpus(note: str) -> int | None:
@@ -152,7 +152,7 @@ def test_cancelled_states_and_never_started_job():
 
 
 @pytest.mark.parametrize("name", ["sacct-running-unitsep-epoch.txt",
-                                  "sacct-running-P-europe-berlin.txt"])  # fmt: skip
+                                  "sacct-running-P-europe-berlin.txt"])
 def test_running_job(name: str):
     r = _parse(name)
     row = r.runs.row(0, named=True)
@@ -165,7 +165,7 @@ def test_running_job(name: str):
 def test_sacct_reconciles_with_sreport_to_the_gpu_second():
     runs = _parse("sacct-unitsep-epoch.txt").runs
     util = parse_cluster_utilization(REAL / "sreport-cluster-utilization-gpu.txt",
-                                     source_file="u.txt")  # fmt: skip
+                                     source_file="u.txt")
     gpu_seconds = runs.select((pl.col("alloc_gpus") * pl.col("elapsed_s")).sum()).item()
     assert util.filter(pl.col("tres_name") == "gres/gpu")["allocated_seconds"].item() == gpu_seconds
 
@@ -185,7 +185,7 @@ def test_sacct_reconciles_with_sreport_to_the_gpu_second():
 
 def test_typed_sreport_rows():
     util = parse_cluster_utilization(REAL / "sreport-cluster-utilization-gpu-typed.txt",
-                                     source_file="u.txt")  # fmt: skip
+                                     source_file="u.txt")
     assert util["tres_name"].to_list() == ["gres/gpu", "gres/gpu:a100", "gres/gpu:h100"]
     total, a100, h100 = util["allocated_seconds"].to_list()
     assert total == a100 + h100
@@ -193,7 +193,7 @@ def test_typed_sreport_rows():
     per_model = (
         runs.explode("alloc_gpu_types").unnest("alloc_gpu_types")
         .group_by("model").agg((pl.col("gpus") * pl.col("elapsed_s")).sum())
-    )  # fmt: skip
+    )
     assert dict(per_model.rows()) == {"a100": a100, "h100": h100}
     by_user = parse_account_utilization_by_user(
         REAL / "sreport-account-utilization-by-user-gpu-typed.txt", source_file="a.txt"

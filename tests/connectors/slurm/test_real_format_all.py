@@ -65,10 +65,10 @@ def _ledger(tmp_path: Path, name: str, *, cluster: str | None = None,
         build_allocations(con, REPORT_DAY, REPORT_DAY)
         per_user = {(a, u): s for a, u, s in con.execute(
             "SELECT slurm_account, slurm_user, sum(gpu_seconds) FROM allocations "
-            "GROUP BY ALL HAVING sum(gpu_seconds) > 0").fetchall()}  # fmt: skip
+            "GROUP BY ALL HAVING sum(gpu_seconds) > 0").fetchall()}
         nodes = con.execute(
             "SELECT job_id, node, gpus, gpus_source, evidence FROM stg_allocations "
-            "ORDER BY job_id, node").fetchall()  # fmt: skip
+            "ORDER BY job_id, node").fetchall()
     return per_user, nodes
 
 
@@ -92,7 +92,7 @@ def test_format_all_and_site_list_dumps_give_the_same_runs():
     site = _parse("sacct-site-fields-P.txt", cluster=CLUSTER)
     assert site.rejects == []
     cols = ["job_id", "state", "submit", "start", "end", "alloc_gpus", "alloc_nodes",
-            "alloc_cpus", "nodes", "account", "user"]  # fmt: skip
+            "alloc_cpus", "nodes", "account", "user"]
     assert site.runs.select(cols).sort("job_id", "submit").equals(
         wide.runs.select(cols).sort("job_id", "submit"))
     # without JobIDRaw: plain ids give the same run keys, array tasks key by their JobID
@@ -113,17 +113,17 @@ def test_sacct_default_fields_are_refused_naming_what_is_missing():
         _parse("sacct-default-fields-P.txt")
     assert str(exc.value).startswith(
         "sacct-default-fields-P.txt: expected Submit, Start, End, NodeList, AllocTRES, Cluster "
-        "in the header")  # fmt: skip
+        "in the header")
     assert "the header is JobID, JobName, Partition, Account, AllocCPUS, State, ExitCode" in str(
         exc.value)
 
 
 @pytest.mark.parametrize(("name", "cluster"), [
-    ("sacct-format-all-P.txt", None), ("sacct-site-fields-P.txt", CLUSTER)])  # fmt: skip
+    ("sacct-format-all-P.txt", None), ("sacct-site-fields-P.txt", CLUSTER)])
 @pytest.mark.parametrize("snapshot_first", [None, True, False],
                          ids=["no-snapshot", "scontrol-first", "sacct-first"])
 def test_gpu_seconds_per_account_equal_sreport(tmp_path: Path, name: str, cluster: str | None,
-                                               snapshot_first: bool | None):  # fmt: skip
+                                               snapshot_first: bool | None):
     per_user, _ = _ledger(tmp_path, name, cluster=cluster, snapshot_first=snapshot_first)
     sreport = _sreport_per_user()
     assert len(sreport) == 4
@@ -146,7 +146,7 @@ def test_the_five_gpu_two_node_job_takes_its_split_from_scontrol(tmp_path: Path,
     assert [n[1:4] for n in mine] == [("a100-01", 3, "even_split"), ("a100-02", 2, "even_split")]
     assert mine[0][4].endswith("; GPUs per node estimated: 5 GPUs split evenly over 2 nodes, 2 "
                                "each and 1 more on the first 1 in hostlist order (no scontrol "
-                               "snapshot of the run)")  # fmt: skip
+                               "snapshot of the run)")
 
 
 # ------------------------------------------------------------------------------- real sites
@@ -159,7 +159,7 @@ def test_habrok_dump_without_jobidraw_cluster_or_header_names_of_ours_loads():
     with pytest.raises(SacctFormatError, match="expected Cluster in the header"):
         parse_sacct(path, delimiter="☃", source_file=path.name)
     r = parse_sacct(path, delimiter="☃", timezone="Europe/Amsterdam", source_file=path.name,
-                    cluster="habrok")  # fmt: skip
+                    cluster="habrok")
     r.check_counts()
     assert r.rejects == []
     assert (r.lines_read, r.runs.height, r.steps.height) == (242, 100, 142)
@@ -182,7 +182,7 @@ def test_habrok_multi_node_gpu_job_is_marked_estimated(tmp_path: Path):
                                               timezone="Europe/Amsterdam", cluster="habrok")
         assert (load.runs, load.steps, load.rejects) == (100, 142, ())
         rows = con.execute("SELECT node, gpus, gpus_source FROM slurm_node_allocations "
-                           "WHERE job_id = '7971484' ORDER BY node").fetchall()  # fmt: skip
+                           "WHERE job_id = '7971484' ORDER BY node").fetchall()
     assert rows == [("a100gpu2", 2, "even_split"), ("a100gpu4", 2, "even_split")]
 
 

@@ -25,13 +25,13 @@ def requeued(first_submit: int, second_submit: int):
                  Start=str(first_submit + 1), End=str(first_submit + 6), ElapsedRaw="5")
     run2 = alloc(JobID="20", JobIDRaw="20", Submit=str(second_submit),
                  Start=str(second_submit + 2), End=str(second_submit + 5), ElapsedRaw="3")
-    return run1, run2  # fmt: skip
+    return run1, run2
 
 
 def test_requeued_runs_get_their_own_keys_and_steps():
     run1, run2 = requeued(T0, T0 + 10)
     rows = [run1, step(run1, "batch", State="CANCELLED", ExitCode="0:15"), step(run1, "extern"),
-            run2, step(run2, "batch"), step(run2, "extern", ExitCode="")]  # fmt: skip
+            run2, step(run2, "batch"), step(run2, "extern", ExitCode="")]
     r = parse(rows)
     assert r.runs["run_key"].to_list() == [f"gpulab:20:{T0}", f"gpulab:20:{T0 + 10}"]
     assert r.steps["run_key"].to_list() == [f"gpulab:20:{T0}"] * 2 + [f"gpulab:20:{T0 + 10}"] * 2
@@ -85,7 +85,7 @@ def test_het_and_array_steps_attach_by_raw_id():
     rows = [het0, step(het0, "batch"), het1, step(het1, "0"), task, step(task, "batch")]
     r = parse(rows)
     got = r.steps.join(r.runs.select("run_key", pl.col("job_id").alias("run_job_id")),
-                       on="run_key")  # fmt: skip
+                       on="run_key")
     assert got.select("step_job_id", "run_job_id").rows() == [
         ("15+0.batch", "15+0"), ("15+1.0", "15+1"), ("6_5.batch", "6_5")]
 
@@ -105,7 +105,7 @@ def test_het_and_array_steps_attach_by_raw_id():
     ("None assigned", []),
     ("", []),
     (None, []),
-])  # fmt: skip
+])
 def test_expand_hostlist(expr: str | None, nodes: list[str]):
     assert expand_hostlist(expr) == nodes
 
@@ -114,7 +114,7 @@ def test_expand_hostlist(expr: str | None, nodes: list[str]):
     ("gpu-[01-03", "balanced"), ("gpu-01]", "balanced"), ("gpu-[a-b]", "ranges"),
     ("gpu-[3-1]", "ascending"), ("a,,b", "empty"), ("gpu 01", "node names"),
     ("n[[1-2]]", "nested"), ("n[1-99999999]", "at most"),
-])  # fmt: skip
+])
 def test_malformed_hostlists(expr: str, why: str):
     with pytest.raises(HostlistError, match=why):
         expand_hostlist(expr)
@@ -129,7 +129,7 @@ def _runs(*rows):
 
 def test_even_split_remainder_to_the_first_nodes():
     runs = _runs(alloc(NodeList="gpu-[01-03]", AllocNodes="3",
-                       AllocTRES="cpu=6,gres/gpu:a100=5,gres/gpu=5,node=3"))  # fmt: skip
+                       AllocTRES="cpu=6,gres/gpu:a100=5,gres/gpu=5,node=3"))
     per = allocations_per_node(runs)
     assert dict(per.schema) == NODE_ALLOCATIONS_SCHEMA
     assert per.select("node", "node_index", "gpus", "gpu_model").rows() == [
@@ -144,7 +144,7 @@ def test_model_from_node_mapping_when_untyped_or_mixed():
                     AllocTRES="cpu=2,gres/gpu=2,node=2")
     mixed = alloc(JobID="2", JobIDRaw="2", NodeList="a100-01,h100-01", AllocNodes="2",
                   AllocTRES="cpu=2,gres/gpu:a100=1,gres/gpu:h100=1,gres/gpu=2,node=2")
-    runs = _runs(untyped, mixed)  # fmt: skip
+    runs = _runs(untyped, mixed)
     mapping = {"a100-01": "a100", "h100-01": "h100"}
     per = allocations_per_node(runs, mapping)
     assert per.select("job_id", "node", "gpus", "gpu_model").rows() == [

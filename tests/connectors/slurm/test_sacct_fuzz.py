@@ -41,10 +41,10 @@ AS_OF = datetime(1970, 1, 1) + timedelta(seconds=T0 + 86_400)
 CLUSTER = "gpulab"
 
 REQUIRED = ("JobID", "State", "Submit", "Start", "End", "NodeList", "AllocTRES", "Cluster",
-            "JobName")  # JobName: the column whose shifting the fuzz watches  # fmt: skip
+            "JobName")  # JobName: the column whose shifting the fuzz watches
 OPTIONAL = ("JobIDRaw", "User", "UID", "Account", "Partition", "QOS", "ExitCode",
             "DerivedExitCode", "Eligible", "Elapsed", "ElapsedRaw", "TimelimitRaw", "ReqTRES",
-            "Reservation", "Reason", "Flags", "WCKey", "AdminComment")  # fmt: skip
+            "Reservation", "Reason", "Flags", "WCKey", "AdminComment")
 #: How a dump may name the CPU and node counts: the field, its alias, both, or neither.
 CPU_NAMES = ((), ("AllocCPUS",), ("NCPUS",), ("AllocCPUS", "NCPUS"), ("NCPUS", "AllocCPUS"))
 NODE_NAMES = ((), ("AllocNodes",), ("NNodes",), ("AllocNodes", "NNodes"))
@@ -95,7 +95,7 @@ def _job(draw: st.DrawFn, number: int, iso: bool) -> list[tuple[dict[str, str], 
         end = start - 100  # End before Start
     state = ("PENDING" if not started else "RUNNING" if not ended
              else draw(st.sampled_from(["COMPLETED", "FAILED", "TIMEOUT", "CANCELLED by 1001",
-                                        "NODE_FAIL", "OUT_OF_MEMORY"])))  # fmt: skip
+                                        "NODE_FAIL", "OUT_OF_MEMORY"])))
     nodelist, n_nodes = ("None assigned", 0) if not started else draw(st.sampled_from(
         [("a100-01", 1), ("a100-[01-02]", 2), ("h100-01", 1), ("gpu-[01-04,07]", 5)]))
     gpus = draw(st.one_of(st.integers(0, 8), st.just(99_999_999_999))) if started else 0
@@ -123,7 +123,7 @@ def _job(draw: st.DrawFn, number: int, iso: bool) -> list[tuple[dict[str, str], 
         step = {**alloc, "JobID": f"{number}.{step_id}", "JobIDRaw": f"{number}.{step_id}",
                 "JobName": step_name, "User": "", "UID": "", "QOS": "", "Partition": "",
                 "AdminComment": "", "Reason": "", "Flags": "", "TimelimitRaw": "",
-                "ReqTRES": ""}  # fmt: skip
+                "ReqTRES": ""}
         out.append((step, Line("step", step_name)))
     return out
 
@@ -142,7 +142,7 @@ def dumps(draw: st.DrawFn) -> tuple[str, dict[int, Line], str]:
     for _ in range(draw(st.integers(0, 3))):  # garbage and blank lines, anywhere
         junk = draw(st.one_of(st.text(_TEXT, max_size=40), st.just("")))
         rows.insert(draw(st.integers(0, len(rows))), (None, Line("blank" if junk == "" else
-                                                                 "garbage", junk)))  # fmt: skip
+                                                                 "garbage", junk)))
     lines = [sep.join(fields)]
     expected: dict[int, Line] = {}
     for no, (row, line) in enumerate(rows, start=2):
@@ -162,7 +162,7 @@ def _assert_accounted(parsed, expected: dict[int, Line]) -> None:
     assert parsed.blank_lines == sum(1 for line in expected.values() if line.kind == "blank")
     seen = ([("run", n) for n in parsed.runs["line_no"].to_list()]
             + [("step", n) for n in parsed.steps["line_no"].to_list()]
-            + [("reject", r.line_no) for r in parsed.rejects])  # fmt: skip
+            + [("reject", r.line_no) for r in parsed.rejects])
     numbers = [n for _, n in seen]
     assert len(numbers) == len(set(numbers)), "a line counted twice"
     for kind, n in seen:
@@ -245,7 +245,7 @@ def _ledger() -> duckdb.DuckDBPyConnection:
 
 
 LEDGER_TABLES = ("slurm_runs", "slurm_steps", "slurm_node_allocations", "rejects",
-                 "sacct_loads")  # fmt: skip
+                 "sacct_loads")
 
 
 def _tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple]]:

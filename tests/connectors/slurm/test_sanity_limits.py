@@ -116,7 +116,7 @@ def test_node_names_are_looked_up_as_the_ledger_names_them():
 
 def test_end_before_start_is_rejected_not_stored_and_charged_nothing():
     rows = [alloc(), alloc(JobID="8", JobIDRaw="8", Start=str(T0 + 500), End=str(T0 + 400),
-                           ElapsedRaw="0")]  # fmt: skip
+                           ElapsedRaw="0")]
     parsed = _parse(rows)
     r = _only_reject(parsed)
     assert (r.line_no, r.field) == (3, "End")
@@ -216,7 +216,7 @@ def test_streamed_batches_reject_the_same_lines(tmp_path: Path):
     rows = []
     for j in range(40):
         a = alloc(JobID=str(j), JobIDRaw=str(j), AllocTRES=f"gres/gpu={j % 4}",
-                  End=str(T0 + (4000 if j % 9 == 0 else 60)))  # fmt: skip
+                  End=str(T0 + (4000 if j % 9 == 0 else 60)))
         rows += [a, step(a, "batch")]
     path = tmp_path / "d.txt"
     path.write_text(dump(rows), encoding="utf-8")

@@ -36,7 +36,7 @@ def test_pipe_next_to_bridge_json_is_recovered():
 
 def test_single_free_text_field_takes_the_separators_without_doubt():
     fields = ("JobID", "JobIDRaw", "Cluster", "State", "Submit", "Start", "End", "NodeList",
-              "AllocTRES", "JobName")  # fmt: skip
+              "AllocTRES", "JobName")
     r = parse(dump([alloc(JobName="x|COMPLETED|y")], fields, sep="|"))
     assert r.runs["job_name"].to_list() == ["x|COMPLETED|y"]
 
@@ -44,7 +44,7 @@ def test_single_free_text_field_takes_the_separators_without_doubt():
 def test_single_free_text_field_then_ordinary_validation():
     # the extra separators are JobName's, but the line is broken elsewhere: an ordinary reject
     fields = ("JobID", "JobIDRaw", "JobName", "Cluster", "State", "Submit", "Start", "End",
-              "NodeList", "AllocTRES")  # fmt: skip
+              "NodeList", "AllocTRES")
     r = parse(dump([alloc(JobName="a|b", State="done")], fields, sep="|"))
     assert [(x.field, x.line_no) for x in r.rejects] == [("State", 2)]
 
@@ -72,12 +72,12 @@ def test_no_valid_placement_is_rejected():
     rej = r.rejects[0]
     assert rej.field == "line"
     assert rej.reason.startswith("expected 29 fields; 1 extra separator(s) fit no placement in "
-                                 "JobName or WCKey or AdminComment")  # fmt: skip
+                                 "JobName or WCKey or AdminComment")
 
 
 def test_extra_separators_without_free_text_field():
     fields = ("JobID", "JobIDRaw", "Cluster", "State", "Submit", "Start", "End", "NodeList",
-              "AllocTRES")  # fmt: skip
+              "AllocTRES")
     text = dump([alloc(Cluster="gpu|lab")], fields, sep="|")
     rej = parse(text).rejects[0]
     assert "no free-text field" in rej.reason

@@ -42,14 +42,14 @@ TABLES = {
 
 
 def _rows(con: duckdb.DuckDBPyConnection, db: str, table: str
-          ) -> tuple[list[str], list[str], list[tuple]]:  # fmt: skip
+          ) -> tuple[list[str], list[str], list[tuple]]:
     described = con.execute(f"DESCRIBE {db}.{table}").fetchall()
     names, types = [r[0] for r in described], [r[1] for r in described]
     return names, types, con.execute(f"SELECT * FROM {db}.{table}").fetchall()
 
 
 def _differences(duck: tuple, ours: tuple, names: list[str], types: list[str],
-                 decimal_tol: Decimal | None, rel_tol: float) -> list[str]:  # fmt: skip
+                 decimal_tol: Decimal | None, rel_tol: float) -> list[str]:
     found = []
     for name, kind, a, b in zip(names, types, duck, ours, strict=True):
         if a is None or b is None or not (kind == "DOUBLE" or kind.startswith("DECIMAL")):
@@ -65,7 +65,7 @@ def _differences(duck: tuple, ours: tuple, names: list[str], types: list[str],
 
 @pytest.fixture(scope="module", params=sorted(WORLDS))
 def both(request: pytest.FixtureRequest, spark, tmp_path_factory: pytest.TempPathFactory
-         ) -> tuple[Path, Path]:  # fmt: skip
+         ) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp(request.param)
     db, first, last = loaded_world(WORLDS[request.param], folder)
     duck = build_copy(db, folder / "duckdb.duckdb", first, last, DUCKDB_ENGINE)
@@ -103,7 +103,7 @@ def test_spark_engine_writes_the_rows_the_duckdb_engine_writes(both: tuple[Path,
 
 
 def test_spark_engine_read_the_minute_samples_from_the_ledgers_lake(both: tuple[Path, Path]
-                                                                     ) -> None:  # fmt: skip
+                                                                     ) -> None:
     """The Spark build read gpu_utilization from the Parquet partitions beside its ledger
     (models/lake.py), brought up to date first, not from an export of the DuckDB table; the
     tables the build rewrote wait for the publish."""

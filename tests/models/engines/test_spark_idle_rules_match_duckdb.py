@@ -137,7 +137,7 @@ def _assert_same_incidents(duck_db: Path, spark_db: Path) -> list[dict]:
 
 
 def _build_both(folder: Path, spark, prepare: Callable[[Path], None], first: date, last: date,
-                rules: IdleRules) -> list[dict]:  # fmt: skip
+                rules: IdleRules) -> list[dict]:
     """The ledger ``prepare`` writes, its incidents built on each engine and compared."""
     built = {}
     for name, engine in (("duckdb", DUCKDB_ENGINE),
@@ -151,7 +151,7 @@ def _build_both(folder: Path, spark, prepare: Callable[[Path], None], first: dat
 
 
 def _run(con: duckdb.DuckDBPyConnection, first: date, last: date, rules: IdleRules,
-         engine: Engine) -> dict[str, int]:  # fmt: skip
+         engine: Engine) -> dict[str, int]:
     return build_incidents(con, first, last, idle_rules=rules, engine=engine).by_kind
 
 
@@ -171,7 +171,7 @@ def _idle(rows: list[dict]) -> dict[str, list[tuple]]:
 
 
 def test_policies_per_namespace_and_partition_and_split_pieces_match(spark, tmp_path: Path
-                                                                     ) -> None:  # fmt: skip
+                                                                     ) -> None:
     rows = _build_both(tmp_path, spark, _hand_made_ledger, DAY, DAY, POLICIES)
     idle = _idle(rows)
     assert idle == {

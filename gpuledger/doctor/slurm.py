@@ -19,7 +19,7 @@ from connectors.slurm.fields import SACCT_ENVIRONMENT, sacct_command
 from connectors.slurm.header import SacctFormatError
 from connectors.slurm.parse import SacctParse, parse_sacct
 from connectors.slurm.sreport import parse_account_utilization_by_user, parse_cluster_utilization
-from gpuledger.doctor import SAMPLE_SIZE, Check, describe_reject, fail, first_line, ok, warn
+from gpuledger.doctor.checks import SAMPLE_SIZE, Check, describe_reject, fail, first_line, ok, warn
 from gpuledger.site import SlurmSite
 from gpuledger.site_sources import slurm_limits
 from gpuledger.slurm_ingest import sreport_commands

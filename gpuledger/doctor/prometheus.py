@@ -33,7 +33,7 @@ from connectors.kubernetes.kueue_metrics import (
 )
 from connectors.kubernetes.prometheus import PrometheusHttpSource
 from connectors.secrets import redact, without_credentials
-from gpuledger.doctor import SAMPLE_SIZE, Check, fail, first_line, ok, warn
+from gpuledger.doctor.checks import SAMPLE_SIZE, Check, fail, first_line, ok, warn
 from gpuledger.site import PrometheusSite
 from gpuledger.site_sources import prometheus_config
 

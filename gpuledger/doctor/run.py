@@ -4,16 +4,14 @@ One line per check, ``OK``, ``WARN`` or ``FAIL``, printed as each check finishes
 shows where it waits); a FAIL line says "expected …, found …; fix: …". A sample of jobs and pods
 is printed under its check, so a person sees the data is right. Exit code 0 when nothing FAILed.
 
-The checks of each source live beside this module (``doctor_checks_slurm``,
-``doctor_checks_prometheus``, ``doctor_checks_kueue``); they only read, never open the ledger.
+The checks of each source live beside this module (``slurm``, ``prometheus``, ``kueue``, on
+the results of ``checks``); they only read, never open the ledger.
 """
 
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
@@ -22,51 +20,18 @@ import polars as pl
 
 from connectors.errors import Reject, SourceError
 from connectors.reference_files import read_accounts, read_identity_map, read_nodes, read_rate_card
+from gpuledger.doctor.checks import (
+    FAIL,
+    OK,
+    WARN,
+    Check,
+    describe_reject,
+    fail,
+    first_line,
+    ok,
+    warn,
+)
 from gpuledger.site import Site, SiteError, load_site, site_file, with_environment
-
-OK, WARN, FAIL = "OK", "WARN", "FAIL"
-SAMPLE_SIZE = 5  # jobs and pods shown per cluster
-
-
-@dataclass(frozen=True)
-class Check:
-    status: str  # OK, WARN or FAIL
-    what: str  # e.g. "slurm gpulab: sacct --version"
-    detail: str
-    samples: tuple[str, ...] = ()  # lines shown under the check (jobs, pods)
-
-    def lines(self) -> list[str]:
-        return [f"{self.status:<4} {self.what}: {self.detail}",
-                *(f"       {s}" for s in self.samples)]
-
-
-def ok(what: str, detail: str, samples: Iterable[str] = ()) -> Check:
-    return Check(OK, what, detail, tuple(samples))
-
-
-def warn(what: str, detail: str, samples: Iterable[str] = ()) -> Check:
-    return Check(WARN, what, detail, tuple(samples))
-
-
-def fail(what: str, expected: str, found: object, fix: str) -> Check:
-    found = first_line(found) if isinstance(found, BaseException) else str(found)
-    if found.startswith("expected ") or ": expected " in found:
-        return Check(FAIL, what, f"{found}; fix: {fix}")  # the reader's own words say it
-    return Check(FAIL, what, f"expected {expected}, found {found}; fix: {fix}")
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    # urllib3 wraps "[Errno 111] Connection refused" in three lines of pool and URL
-    refused = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text) if "Max retries" in text else None
-    if refused:
-        return refused.group(1).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def describe_reject(reject: Reject) -> str:
-    return f"{reject.describe()} ({reject.raw[:80]!r})"
-
 
 # ---------------------------------------------------------------------------- local checks
 
@@ -146,9 +111,9 @@ class Doctor:
 
 def cluster_checks(site: Site, now: datetime) -> Iterator[Check]:
     # imported here: each module pulls in its source's client libraries
-    from gpuledger.doctor_checks_kueue import kueue_checks
-    from gpuledger.doctor_checks_prometheus import prometheus_checks
-    from gpuledger.doctor_checks_slurm import slurm_checks
+    from gpuledger.doctor.kueue import kueue_checks
+    from gpuledger.doctor.prometheus import prometheus_checks
+    from gpuledger.doctor.slurm import slurm_checks
 
     for c in site.clusters:
         parts = (

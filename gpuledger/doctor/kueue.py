@@ -18,7 +18,7 @@ from connectors.kubernetes.kube_api import (
     snapshot_files,
 )
 from connectors.kubernetes.workload_snapshot import read_workload_snapshot
-from gpuledger.doctor import SAMPLE_SIZE, Check, describe_reject, fail, first_line, ok, warn
+from gpuledger.doctor.checks import SAMPLE_SIZE, Check, describe_reject, fail, first_line, ok, warn
 from gpuledger.site import KueueSite
 
 
