@@ -57,6 +57,7 @@ from connectors.gpu_sharing import WHOLE_GPU_RESOURCE
 from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
 from connectors.slurm.sanity import DEFAULT_MAX_GPUS_PER_NODE
+from connectors.times import utc_naive as _utc_naive
 from gpuledger.k8s_dcgm_stream import SpilledFrames
 from gpuledger.k8s_dra import store_claims
 from gpuledger.k8s_window_read import (
@@ -77,7 +78,6 @@ from gpuledger.k8s_window_store import (
 from gpuledger.loads import LoadResult
 from gpuledger.nodenames import NodeNamer, load_namer, record_names
 from gpuledger.service import import_workloads
-from gpuledger.timewindows import utc_naive as _utc_naive
 from models import schema
 from models.build import mark_days_to_rebuild
 from models.lake_changes import mark_span

@@ -46,6 +46,7 @@ from connectors.kubernetes.kueue_metrics import KueueMetrics, read_kueue_metrics
 from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA, TS, empty, label
 from connectors.kubernetes.workload_conditions import DEFAULT_GPU_RESOURCES
+from connectors.times import utc_naive as _utc_naive
 from gpuledger.k8s_dcgm_stream import (
     DEFAULT_GPUS_PER_GROUP,
     SpilledFrames,
@@ -63,7 +64,6 @@ from gpuledger.k8s_ksm_stream import (
 )
 from gpuledger.timewindows import MINUTE_GRAIN as GRAIN
 from gpuledger.timewindows import ceil_to, floor_to
-from gpuledger.timewindows import utc_naive as _utc_naive
 
 DEFAULT_LOOKBACK = timedelta(hours=1)
 KUEUE_WINDOW = timedelta(hours=1)  # Kueue tables

@@ -21,6 +21,7 @@ from connectors.slurm.commands import CommandRunner
 from connectors.slurm.fields import SACCT_ENVIRONMENT, sacct_command
 from connectors.slurm.parse import SacctParse, parse_sacct
 from connectors.slurm.sanity import SanityLimits
+from connectors.times import utc_naive as _utc_naive
 from gpuledger.slurm_limits import configured_limits, sanity_limits
 from gpuledger.slurm_sreport import SREPORT_TRES, ingest_sreport, sreport_commands, store_sreport
 from gpuledger.slurm_store import (
@@ -35,7 +36,6 @@ from gpuledger.slurm_store import (
 )
 from gpuledger.slurm_stream_load import NotStreamable, stream_sacct_file
 from gpuledger.timewindows import daily_windows
-from gpuledger.timewindows import utc_naive as _utc_naive
 
 # the names callers have always imported from here
 __all__ = [

@@ -14,9 +14,9 @@ from datetime import datetime
 import duckdb
 
 from connectors.slurm.sanity import SanityLimits
+from connectors.times import utc_naive as _utc_naive
 from gpuledger.nodenames import NodeNamer, load_namer
 from gpuledger.slurm_store import node_gpu_counts
-from gpuledger.timewindows import utc_naive as _utc_naive
 
 
 def inventory_name(namer: NodeNamer) -> Callable[[str], str]:

@@ -10,7 +10,7 @@ from connectors.slurm.sreport import (
     parse_account_utilization_by_user,
     parse_cluster_utilization,
 )
-from gpuledger.timewindows import utc_naive as _utc_naive
+from connectors.times import utc_naive as _utc_naive
 from models import schema
 from models.runner import replace_rows, transaction
 

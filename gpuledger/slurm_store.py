@@ -29,8 +29,8 @@ from connectors.errors import Reject, rejects_frame
 from connectors.slurm.node_split import allocations_per_node
 from connectors.slurm.parse import SacctParse
 from connectors.slurm.sanity import counts_by_rule
+from connectors.times import utc_naive as _utc_naive
 from gpuledger.nodenames import load_namer, record_names
-from gpuledger.timewindows import utc_naive as _utc_naive
 from models import schema
 from models.build import mark_days_to_rebuild
 from models.runner import (

@@ -20,6 +20,7 @@ from connectors.errors import Reject, rejects_frame
 from connectors.slurm.node_split import allocations_per_node
 from connectors.slurm.sacct_stream import SacctBatch, iter_sacct_batches
 from connectors.slurm.sanity import SanityLimits
+from connectors.times import utc_naive as _utc_naive
 from gpuledger.nodenames import NodeNamer, load_namer, record_names
 from gpuledger.slurm_store import (
     NODE_COLUMNS,
@@ -32,7 +33,6 @@ from gpuledger.slurm_store import (
     node_models,
     observed_rows,
 )
-from gpuledger.timewindows import utc_naive as _utc_naive
 from models import schema
 from models.runner import append_rows, ledger_arrow, record_ingest, transaction
 

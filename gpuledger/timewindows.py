@@ -1,15 +1,10 @@
 """UTC time helpers shared by the ingest modules."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
+
+from connectors.times import utc_naive
 
 MINUTE_GRAIN = timedelta(minutes=1)  # gpu_utilization buckets
-
-
-def utc_naive(value: datetime) -> datetime:
-    """A naive datetime meaning UTC (aware values are converted, naive ones taken as UTC)."""
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value
 
 
 def daily_windows(start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
