@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	@mkdir -p $(DAGSTER_HOME) data
 	@grep -qs '^concurrency:' $(DAGSTER_HOME)/dagster.yaml || cp pipelines/dagster.yaml $(DAGSTER_HOME)/dagster.yaml  # gpuledger_ledger pool: 1 slot
-	GPULEDGER_CONFIG=sample_data/gpuledger.toml $(PY) -m pipelines.materialize $$($(PY) -m gpuledger.partitions sample_data/gpuledger.toml)
+	GPULEDGER_CONFIG=sample_data/gpuledger.toml $(PY) -m pipelines.materialize $$($(PY) -m gpuledger.site.partitions sample_data/gpuledger.toml)
 	@echo "Dagster UI: GPULEDGER_CONFIG=sample_data/gpuledger.toml DAGSTER_HOME=$(DAGSTER_HOME) $(VENV)/bin/dagster dev  (then open http://localhost:3000)"
 	$(VENV)/bin/gpuledger dashboard --port $(PORT)
 

@@ -71,7 +71,7 @@ def _time(fn) -> float:
 
 
 def _measure(name: str, db: Path, work: Path) -> dict:
-    from gpuledger.backup import backup, restore, verify
+    from gpuledger.export.backup import backup, restore, verify
     from models.lake import lake_root
 
     reports = db.parent / "reports"

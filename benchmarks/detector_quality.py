@@ -316,7 +316,7 @@ def cli_path(world: Path, tmp: Path, db: Path, times: dict[str, float]) -> None:
 
 def dagster_path(world: Path, tmp: Path, db: Path, times: dict[str, float]) -> None:
     """``python -m pipelines.materialize`` over the site's days, its own instance and ledger."""
-    from gpuledger.partitions import partition_args
+    from gpuledger.site.partitions import partition_args
 
     home, site = tmp / "dagster_home", world / "gpuledger.toml"
     home.mkdir()

@@ -85,7 +85,8 @@ def report(runs: list[PathRun], sim_times: dict[int, float], days: int, load_bef
         f"{', '.join(map(str, seeds))} (used by no test, not the demo's 1), cached in "
         "`benchmarks/.cache/`. Paths: `cli` = `gpuledger --config WORLD/gpuledger.toml load` "
         "then `build`; `dagster` = `GPULEDGER_CONFIG=WORLD/gpuledger.toml python -m "
-        "pipelines.materialize` over `python -m gpuledger.partitions`; each into a fresh ledger.",
+        "pipelines.materialize` over `python -m gpuledger.site.partitions`; each into a fresh "
+        "ledger.",
         "- Matching (benchmarks/detector_quality.md): same kind; same GPUs (node when one side "
         "has no GPUs) for double_scheduled and idle_allocation, same owner (Job/Pod) for "
         f"partial_gang; common time ≥ {MIN_OVERLAP_SHARE:.0%} of the longer of the two; one to "

@@ -12,7 +12,7 @@ day (``read_kubernetes_window`` then ``write_kubernetes_window`` into a fresh le
 is the process's ``ru_maxrss`` (``wait4``):
 
 - ``grouped``: the default (dcgm-exporter read ``DEFAULT_GPUS_PER_GROUP`` GPUs at a time,
-  gpuledger/k8s_dcgm_stream.py);
+  gpuledger/ingest/kubernetes/dcgm_stream.py);
 - ``whole``: ``gpus_per_group=None``, the former whole-day read (the baseline).
 
 Targets (issue #18 item 1): peak RSS <= 2 GB at every size; grouped peak RSS flat within 20 %
@@ -98,8 +98,8 @@ def _child(path: str, url: str, result: str) -> None:
     """One ingest of the day in this fresh process (imports before the clock starts)."""
     from connectors.kubernetes.metrics_source import PrometheusConfig
     from connectors.kubernetes.prometheus import PrometheusHttpSource
-    from gpuledger import k8s_ingest
-    from gpuledger.k8s_dcgm_stream import DEFAULT_GPUS_PER_GROUP
+    from gpuledger.ingest.kubernetes import run as k8s_ingest
+    from gpuledger.ingest.kubernetes.dcgm_stream import DEFAULT_GPUS_PER_GROUP
     from models.runner import connect
 
     group = None if path == "whole" else DEFAULT_GPUS_PER_GROUP

@@ -36,7 +36,7 @@ REALISTIC_SEED = 101
 def _child(site: str, work: str) -> None:
     from gpuledger.cli import main
     from gpuledger.site import load_site
-    from gpuledger.site_days import accounted_days
+    from gpuledger.site.days import accounted_days
     from models import build
 
     db = str(Path(work) / "ledger.duckdb")

@@ -110,7 +110,7 @@ def old_publish(con, db_path: Path) -> Path:
 
 
 def _child(db: str, change: str, method: str, result: str) -> None:
-    from gpuledger.scontrol_ingest import import_scontrol_file
+    from gpuledger.ingest.slurm.scontrol import import_scontrol_file
     from models.runner import connect, publish_snapshot, replace_rows
     from models.schema import GPU_UTILIZATION
 

@@ -8,7 +8,8 @@ interleaved and repeated ``--repeat`` times (best wall time counts):
 - ``floor``: DuckDB's bare ``read_csv`` of the dump (all VARCHAR) into a table of a fresh file DB;
 - ``pandas``: ``pd.read_csv`` (all ``str``), epoch times parsed, the GPU count extracted from
   ``AllocTRES``, steps split from allocations, both loaded into a fresh file DB;
-- ``ours``: :func:`gpuledger.slurm_ingest.import_sacct_file` into a fresh ledger (parse, validate,
+- ``ours``: :func:`gpuledger.ingest.slurm.run.import_sacct_file` into a fresh ledger (parse,
+validate,
   normalize, per-node allocations, upsert of runs/steps/allocations/rejects in one transaction).
 
 The timed span is from opening the database to closing it (data on disk), imports excluded, for
@@ -163,7 +164,7 @@ def _child(kind: str, path: str, db: str, result: str) -> None:
         con.close()
         extra = {"allocations": len(allocations), "steps": len(steps)}
     elif kind == "ours":
-        from gpuledger.slurm_ingest import import_sacct_file
+        from gpuledger.ingest.slurm.run import import_sacct_file
         from models.runner import connect
 
         t, c = time.perf_counter(), time.process_time()
@@ -176,7 +177,7 @@ def _child(kind: str, path: str, db: str, result: str) -> None:
                  "rejects": len(load.rejects)}
     elif kind == "load_only":
         from connectors.slurm.parse import parse_sacct
-        from gpuledger.slurm_ingest import store_sacct
+        from gpuledger.ingest.slurm.run import store_sacct
         from models.runner import connect
 
         parsed = parse_sacct(Path(path), source_file=path)  # not timed

@@ -14,7 +14,7 @@ from dagster import InitResourceContext
 from dagster_pyspark import PySparkResource
 
 from gpuledger.site import Site
-from gpuledger.site_engine import spark_settings
+from gpuledger.site.engine import spark_settings
 from models.engines import Engine
 from models.engines.spark_session import (
     SparkUnavailableError,

@@ -1,5 +1,6 @@
 """``<world>/gpuledger.toml``: the site file that describes a written world, every source in file
-mode (the format of ``gpuledger/site.py``; ``sample_data/gpuledger.toml`` is one). Paths are
+mode (the format of ``gpuledger/site/__init__.py``; ``sample_data/gpuledger.toml`` is one). Paths
+are
 relative to the world folder, so the folder can be moved whole."""
 
 import json
@@ -25,7 +26,7 @@ def site_text(cfg: SimConfig, *, scontrol_written: bool,
     time-named Workload snapshots of ``kueue/snapshots/`` were, then ``[kueue] snapshot`` names
     that folder so the Workload history keeps the Workloads deleted in the window;
     ``dra_snapshots_written``: whether the ``dra/`` ResourceClaim snapshots were, then
-    ``[dra] snapshot`` names that folder, gpuledger/site_dra.py)."""
+    ``[dra] snapshot`` names that folder, gpuledger/site/dra.py)."""
     gz = ".gz" if cfg.gzip_all else ""
     lines = [
         "# A simulated world as a site (docs/site-file.md), written by the simulator: every",

@@ -25,7 +25,8 @@ must be finite seconds below 1e11 (a file in milliseconds is refused line by lin
 Bad lines, ``source.rejects``: a sample line that cannot be read does not abort the file. It is
 skipped and kept in ``rejects``, a list of ``connectors.errors.Reject`` in file order, with
 ``source="openmetrics"``, ``source_file`` the file's resolved path (``str(path.resolve())``, the
-key ``gpuledger.k8s_ingest`` replaces earlier rejects of the file by), ``line_no`` (1-based),
+key ``gpuledger.ingest.kubernetes.run`` replaces earlier rejects of the file by), ``line_no``
+(1-based),
 ``field`` (``name``, ``labels``, ``value``, ``timestamp`` or ``line``: undecodable bytes or text
 after the timestamp), ``reason`` ("expected ..., found ...") and ``raw``, the line as read
 (undecodable bytes replaced by U+FFFD, cut at 4096 characters). Reading ``rejects`` parses the

@@ -46,7 +46,7 @@ slurm-bridge JSON.
 
 :func:`iter_sacct_batches` reads a file incrementally and yields batches cut before allocation
 lines (a job's lines, and a requeued job's runs, stay together), so a loader can write each batch
-while the next is parsed with bounded memory (``gpuledger.slurm_ingest.import_sacct_file``).
+while the next is parsed with bounded memory (``gpuledger.ingest.slurm.run.import_sacct_file``).
 ``benchmarks/sacct_ingest.py`` measures the whole ingest (``make bench``).
 """
 

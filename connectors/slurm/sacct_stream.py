@@ -1,7 +1,7 @@
 """The streamed driver: a sacct dump file read incrementally and parsed batch by batch (bounded
 memory), each batch cut before an allocation line so a job's lines, and a requeued job's runs,
 stay together; a loader writes each batch while the next is read
-(``gpuledger.slurm_ingest.import_sacct_file``)."""
+(``gpuledger.ingest.slurm.run.import_sacct_file``)."""
 
 from __future__ import annotations
 

@@ -92,7 +92,8 @@ class SanityLimits:
     Elapsed sacct printed is what is checked.
 
     ``inventory``: GPUs per node, by canonical node name (the ``nodes`` table); ``canonical``
-    turns a node name as the dump prints it into that name (``gpuledger.nodenames``); it must be
+    turns a node name as the dump prints it into that name (``gpuledger.ingest.nodenames``); it
+    must be
     safe to call from several threads (the parser runs batches in parallel).
     """
 

@@ -17,7 +17,7 @@ import duckdb
 
 from gpuledger.alerts.evaluate import HeldAllocation
 from gpuledger.alerts.log import now
-from gpuledger.site_alerts import ActionSite
+from gpuledger.site.alerts import ActionSite
 from models.runner import transaction
 from models.schema import ALERT_ACTIONS
 

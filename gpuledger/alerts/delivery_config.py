@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from connectors.secrets import SecretFileError, check_secret_file
-from gpuledger.site_table import SiteError
+from gpuledger.site.table import SiteError
 
 WEBHOOK_FORMATS = ("slack", "teams", "json")
 

@@ -17,7 +17,7 @@ from gpuledger.alerts.message import Alert
 from gpuledger.alerts.recipients import UNATTRIBUTED, load_contacts, recipients
 from gpuledger.alerts.run import Connect, Deliver, Sent, in_quiet_hours, log_row, send_logged
 from gpuledger.site import Site
-from gpuledger.site_alerts import AlertsSite
+from gpuledger.site.alerts import AlertsSite
 from models.runner import connect as ledger_connect
 
 

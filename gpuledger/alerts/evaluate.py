@@ -30,7 +30,7 @@ from itertools import pairwise
 
 import polars as pl
 
-from gpuledger.site_alerts import AlertsSite
+from gpuledger.site.alerts import AlertsSite
 
 SAMPLE_COLUMNS = {
     "cluster": pl.String, "ts": pl.Datetime("us"), "node": pl.String, "gpu_uuid": pl.String,

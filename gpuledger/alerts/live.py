@@ -30,9 +30,9 @@ from connectors.slurm.fields import SACCT_ENVIRONMENT, sacct_command
 from connectors.slurm.node_split import allocations_per_node
 from connectors.slurm.parse import parse_sacct
 from gpuledger.alerts.evaluate import SAMPLE_COLUMNS, HeldAllocation
+from gpuledger.ingest.slurm.run import sacct_window, within_window
 from gpuledger.site import ClusterSite, Site
-from gpuledger.site_sources import metrics_source, slurm_limits, slurm_runner
-from gpuledger.slurm_ingest import sacct_window, within_window
+from gpuledger.site.sources import metrics_source, slurm_limits, slurm_runner
 from models import load_sql
 from models.schema import IDENTITY_CANDIDATES, IDENTITY_MAP, NODES, RATE_CARD, SLURM_ACCOUNTS
 

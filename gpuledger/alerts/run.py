@@ -23,7 +23,7 @@ from gpuledger.alerts.live import ClusterRead, held_allocations, read_cluster, r
 from gpuledger.alerts.message import Alert, Recipients
 from gpuledger.alerts.recipients import load_contacts, recipients
 from gpuledger.site import Site
-from gpuledger.site_alerts import AlertsSite
+from gpuledger.site.alerts import AlertsSite
 from models.runner import connect as ledger_connect
 
 Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]

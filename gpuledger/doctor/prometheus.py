@@ -35,7 +35,7 @@ from connectors.kubernetes.prometheus import PrometheusHttpSource
 from connectors.secrets import redact, without_credentials
 from gpuledger.doctor.checks import SAMPLE_SIZE, Check, fail, first_line, ok, warn
 from gpuledger.site import PrometheusSite
-from gpuledger.site_sources import prometheus_config
+from gpuledger.site.sources import prometheus_config
 
 LOOKBACK = timedelta(days=1)  # "present" means a sample within the last day
 SKEW_WARN_S = 10.0

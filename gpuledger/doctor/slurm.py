@@ -20,9 +20,9 @@ from connectors.slurm.header import SacctFormatError
 from connectors.slurm.parse import SacctParse, parse_sacct
 from connectors.slurm.sreport import parse_account_utilization_by_user, parse_cluster_utilization
 from gpuledger.doctor.checks import SAMPLE_SIZE, Check, describe_reject, fail, first_line, ok, warn
+from gpuledger.ingest.slurm.run import sreport_commands
 from gpuledger.site import SlurmSite
-from gpuledger.site_sources import slurm_limits
-from gpuledger.slurm_ingest import sreport_commands
+from gpuledger.site.sources import slurm_limits
 
 SKEW_WARN_S = 10.0  # above this a clock is worth fixing; above the sanity limit lines are lost
 PROBE_TIMEOUT_S = 60.0  # one doctor probe (the ingest's own timeout may be much longer)

@@ -4,7 +4,7 @@
 import os
 from pathlib import Path
 
-from gpuledger.config import Settings, load_settings
+from gpuledger.site.config import Settings, load_settings
 
 
 def reports_dir(settings: Settings | None = None) -> Path:

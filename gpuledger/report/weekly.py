@@ -23,7 +23,7 @@ from gpuledger.report.totals import column, group, is_incomplete, is_unattribute
 from models.weeks import IsoWeek, parse_iso_week
 
 if TYPE_CHECKING:
-    from gpuledger.focus_export import FocusSite
+    from gpuledger.export.focus import FocusSite
 
 SUMMARY = "summary.html"
 LINES_CSV = "invoice-lines.csv"
@@ -120,7 +120,7 @@ def _write_focus(con: duckdb.DuckDBPyConnection, week: IsoWeek, folder: Path,
                  focus: "FocusSite", warnings: list[str]) -> list[str]:
     """The week's FOCUS files in ``folder``; an export that cannot be made (e.g. unpriced rows
     without a currency) is a warning, not a lost report: `gpuledger export focus` says why too."""
-    from gpuledger.focus_export import export_focus, file_name
+    from gpuledger.export.focus import export_focus, file_name
 
     out = {fmt: folder / file_name(focus.version, fmt) for fmt in focus.formats}
     try:

@@ -41,7 +41,7 @@ KUEUE_WORKLOAD_HISTORY = Table(
     "cluster, uid and distinct object (content_sha256; resource_version as the API said), "
     "first_seen/last_seen the snapshot times that showed it, deleted_seen_at the first later "
     "snapshot that no longer listed the uid. kueue_workloads is its latest state per uid "
-    "(gpuledger/workload_history.py).",
+    "(gpuledger/ingest/kubernetes/workload_history.py).",
 )
 
 K8S_POD_GROUPS = Table(
@@ -76,7 +76,8 @@ K8S_POD_GROUPS = Table(
 )
 
 # --- kubernetes tables ---
-# Written by gpuledger/k8s_ingest.py (Prometheus raw samples through connectors/kubernetes) and
+# Written by gpuledger/ingest/kubernetes/run.py (Prometheus raw samples through
+# connectors/kubernetes) and
 # by import_workload_conditions (kubectl Workload snapshot). Every table carries the cluster it
 # was read for; windows are replaced whole, so re-ingesting a window changes nothing.
 

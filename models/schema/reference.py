@@ -58,7 +58,7 @@ NODE_INVENTORY = Table(
     "(scontrol only), kubernetes (kube-state-metrics only) or shared (both); source says who "
     "decided: scontrol, ksm, scontrol+ksm or nodes_file (the site's file overrides the sources "
     "per node). A change closes the row (valid_to = when it was seen) and opens a new one; a "
-    "re-read with nothing changed changes nothing (gpuledger/reference_ingest.py).",
+    "re-read with nothing changed changes nothing (gpuledger/ingest/reference.py).",
 )
 
 NODE_GPU_SLICES = Table(
@@ -150,7 +150,7 @@ NODE_ALIASES = Table(
     ),
     key=("alias",),
     doc="The site's node name aliases (raw name as a source prints it -> canonical name), "
-    "from the config's node_aliases; the first rule of gpuledger/nodenames.py.",
+    "from the config's node_aliases; the first rule of gpuledger/ingest/nodenames.py.",
 )
 
 NODE_NAMES = Table(

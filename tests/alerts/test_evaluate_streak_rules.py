@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from gpuledger.alerts.evaluate import SAMPLE_COLUMNS, HeldAllocation, evaluate
-from gpuledger.site_alerts import AlertsSite
+from gpuledger.site.alerts import AlertsSite
 
 T = datetime(2026, 1, 12, 8, 0)
 JOB = HeldAllocation(domain="slurm", cluster="c", ident="7", node="n1", gpus=1, started=T,

@@ -32,7 +32,7 @@ def test_quiet_hours_across_midnight() -> None:
     from datetime import datetime, time
 
     from gpuledger.alerts.run import in_quiet_hours
-    from gpuledger.site_alerts import AlertsSite
+    from gpuledger.site.alerts import AlertsSite
     policy = AlertsSite(quiet_hours=(time(22), time(7)), timezone="UTC")
     assert in_quiet_hours(datetime(2026, 1, 12, 23, 30), policy)
     assert in_quiet_hours(datetime(2026, 1, 12, 6, 59), policy)

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from connectors.reference_files import read_identity_map, read_rate_card
-from gpuledger import service
+from gpuledger.ingest import service
 from models.runner import connect
 
 HEADER = "source_kind,key,person,team,cost_centre,valid_from,valid_to\n"

@@ -30,7 +30,7 @@ from connectors.gpu_sharing import (
 from connectors.slurm.parse import allocations_per_node, parse_sacct
 from connectors.slurm.scontrol import parse_scontrol_jobs
 from connectors.slurm.scontrol_nodes import node_slices, parse_scontrol_nodes
-from gpuledger.slurm_ingest import import_sacct_file
+from gpuledger.ingest.slurm.run import import_sacct_file
 from models.runner import ensure_schema
 from tests.connectors.slurm.dumps import alloc, dump
 

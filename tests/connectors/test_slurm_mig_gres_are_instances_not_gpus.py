@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from connectors.slurm.parse import allocations_per_node, parse_sacct
-from gpuledger.slurm_ingest import import_sacct_file
+from gpuledger.ingest.slurm.run import import_sacct_file
 from models.runner import ensure_schema
 from tests.connectors.slurm.dumps import alloc, dump
 

@@ -14,7 +14,7 @@ import duckdb
 import polars as pl
 
 from connectors.slurm.parse import allocations_per_node, parse_sacct
-from gpuledger.slurm_ingest import import_sacct_file
+from gpuledger.ingest.slurm.run import import_sacct_file
 from models.runner import ensure_schema
 from tests.connectors.slurm.dumps import alloc, dump
 
@@ -80,7 +80,7 @@ def test_real_slurm_shard_and_mps_jobs_are_stored(tmp_path: Path):
 
 
 def test_the_streamed_load_reads_them_too(tmp_path: Path):
-    from gpuledger.slurm_stream_load import stream_sacct_file
+    from gpuledger.ingest.slurm.stream_load import stream_sacct_file
 
     con = duckdb.connect(str(tmp_path / "l.duckdb"))
     ensure_schema(con)

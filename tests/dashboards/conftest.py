@@ -8,7 +8,7 @@ import pytest
 
 from gpuledger.cli import main
 from gpuledger.site import load_site
-from gpuledger.site_days import accounted_days
+from gpuledger.site.days import accounted_days
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data"

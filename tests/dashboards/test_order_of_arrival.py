@@ -9,7 +9,7 @@ import pytest
 
 from gpuledger.cli import main
 from gpuledger.site import load_site
-from gpuledger.site_days import accounted_days
+from gpuledger.site.days import accounted_days
 from models.runner import read_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from gpuledger.cli import main
-from gpuledger.focus_export import FocusSite, export_focus, parse_focus_table
+from gpuledger.export.focus import FocusSite, export_focus, parse_focus_table
 from models.build import build_chargeback
 from models.close_week import close_week
 from models.runner import ensure_schema

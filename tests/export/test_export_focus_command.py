@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from gpuledger.cli import main
-from gpuledger.focus_export import FocusSite, export_focus, parse_focus_table
+from gpuledger.export.focus import FocusSite, export_focus, parse_focus_table
 from gpuledger.site import SiteError, load_site
 from models.build import build_chargeback
 from models.focus import FocusIdentity

@@ -1,4 +1,5 @@
-"""The days a site accounts (gpuledger.site_days.accounted_days, `python -m gpuledger.partitions`):
+"""The days a site accounts (gpuledger.site.days.accounted_days, `python -m
+gpuledger.site.partitions`):
 first_day to the last day its file sources hold, or to yesterday for live sources."""
 
 import gzip
@@ -11,7 +12,7 @@ import polars as pl
 import pytest
 
 from gpuledger.site import SiteError, load_site
-from gpuledger.site_days import accounted_days, openmetrics_last_sample
+from gpuledger.site.days import accounted_days, openmetrics_last_sample
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_data"
@@ -37,7 +38,7 @@ def test_the_sample_site_accounts_the_days_of_its_truth():
 
 
 def test_partitions_prints_the_sample_site_s_days():
-    done = subprocess.run([sys.executable, "-m", "gpuledger.partitions",
+    done = subprocess.run([sys.executable, "-m", "gpuledger.site.partitions",
                            str(SAMPLE / "gpuledger.toml")],
                           capture_output=True, text=True, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -47,7 +48,7 @@ def test_partitions_prints_the_sample_site_s_days():
 
 def test_partitions_of_a_bad_site_file_is_an_error(tmp_path: Path):
     path = _site(tmp_path, "")
-    done = subprocess.run([sys.executable, "-m", "gpuledger.partitions", str(path)],
+    done = subprocess.run([sys.executable, "-m", "gpuledger.site.partitions", str(path)],
                           capture_output=True, text=True, check=False, cwd=ROOT)
     assert done.returncode == 1
     assert f"{path}: [gpuledger.clusters]: expected at least one" in done.stderr

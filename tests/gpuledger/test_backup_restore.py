@@ -1,4 +1,5 @@
-"""``gpuledger backup`` / ``restore`` (issue #28 item 4, gpuledger/backup.py): the ledger, its
+"""``gpuledger backup`` / ``restore`` (issue #28 item 4, gpuledger/export/backup.py): the ledger,
+its
 lake and the report history as one verifiable set, taken under the writer lock (a running
 writer is waited for), checked before it is put back, the set it replaces kept aside."""
 
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.backup import BackupError, backup, verify
 from gpuledger.cli import main
+from gpuledger.export.backup import BackupError, backup, verify
 from models.runner import read_snapshot
 from tests.helpers import TINY_WORLD
 

@@ -91,8 +91,8 @@ def test_ingest_kubernetes_sends_the_site_s_selector(tmp_path: Path):
 def test_ingest_slurm_takes_each_live_cluster_s_prefix(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch):
     from gpuledger.cli import build_parser
-    from gpuledger.cli_sources import slurm_sources
-    from gpuledger.config import load_settings
+    from gpuledger.cli.sources import slurm_sources
+    from gpuledger.site.config import load_settings
 
     monkeypatch.delenv("GPULEDGER_SACCT_PREFIX", raising=False)
     config = _site(tmp_path, '[gpuledger.clusters.a.slurm]\nprefix = "ssh login-a"\n'

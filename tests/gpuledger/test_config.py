@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger.config import load_settings
+from gpuledger.site.config import load_settings
 
 
 def test_precedence_flag_over_env_over_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

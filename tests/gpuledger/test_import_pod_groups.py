@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 
 from gpuledger.cli import main
-from gpuledger.pod_groups import import_pod_groups
+from gpuledger.ingest.kubernetes.pod_groups import import_pod_groups
 from models.runner import ensure_schema
 from tests.helpers import FIXTURES, copy_tiny_world
 

@@ -13,9 +13,9 @@ import duckdb
 import pytest
 
 from connectors.kubernetes.workload_snapshot import WorkloadSnapshot, read_workload_snapshot
-from gpuledger import service
 from gpuledger.cli import main
-from gpuledger.config import load_settings
+from gpuledger.ingest import service
+from gpuledger.site.config import load_settings
 from models.runner import connect
 from simulator import SimConfig, simulate
 from simulator.config import NodeCounts

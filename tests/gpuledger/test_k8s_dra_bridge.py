@@ -15,8 +15,9 @@ from pathlib import Path
 
 from connectors.kubernetes.dra_claims import read_claim_file
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger import k8s_ingest, slurm_ingest
-from gpuledger.k8s_dra import DraInput
+from gpuledger.ingest.kubernetes import run as k8s_ingest
+from gpuledger.ingest.kubernetes.dra import DraInput
+from gpuledger.ingest.slurm import run as slurm_ingest
 from models import load_sql
 from models.build import build_allocations, build_gpu_usage_hourly
 from models.incidents import build_incidents

@@ -1,4 +1,4 @@
-"""DRA pods through the Kubernetes ingest and the ledger build (gpuledger/k8s_dra.py,
+"""DRA pods through the Kubernetes ingest and the ledger build (gpuledger/ingest/kubernetes/dra.py,
 connectors/kubernetes/dra_pods.py; docs/kubernetes.md "DRA"): charged by the same rules as
 device-plugin pods, a shared claim's pods holding its GPU once, dcgm-exporter's claim labels kept
 on the readings, the claims stored, and the busy-GPU warning of item 3.
@@ -16,8 +16,8 @@ import pytest
 
 from connectors.kubernetes.dra_claims import DraNames, read_claim_file
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger import k8s_ingest
-from gpuledger.k8s_dra import DraInput, DraSetup
+from gpuledger.ingest.kubernetes import run as k8s_ingest
+from gpuledger.ingest.kubernetes.dra import DraInput, DraSetup
 from models import load_sql
 from models.build import build_allocations, build_gpu_usage_hourly
 from models.runner import connect

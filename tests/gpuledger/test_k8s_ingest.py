@@ -11,9 +11,10 @@ import pytest
 
 from connectors.errors import SourceError
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger import k8s_ingest, service
 from gpuledger.cli import main
-from gpuledger.k8s_window_store import coalesce_intervals
+from gpuledger.ingest import service
+from gpuledger.ingest.kubernetes import run as k8s_ingest
+from gpuledger.ingest.kubernetes.window_store import coalesce_intervals
 from models.runner import connect
 from simulator import SimConfig, simulate
 from simulator.config import NodeCounts

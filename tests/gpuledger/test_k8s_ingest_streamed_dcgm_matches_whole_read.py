@@ -11,9 +11,9 @@ import pytest
 
 from connectors.gpu_sharing import DEFAULT_NAMES
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger import k8s_ingest
-from gpuledger.k8s_dcgm_stream import dcgm_groups, merge_warnings
-from gpuledger.k8s_ksm_stream import ksm_pod_groups
+from gpuledger.ingest.kubernetes import run as k8s_ingest
+from gpuledger.ingest.kubernetes.dcgm_stream import dcgm_groups, merge_warnings
+from gpuledger.ingest.kubernetes.ksm_stream import ksm_pod_groups
 from models.runner import connect
 from simulator import SimConfig, simulate
 from simulator.config import NodeCounts

@@ -5,7 +5,7 @@ from datetime import datetime
 from pathlib import Path
 
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger.k8s_ingest import ingest_kubernetes_window
+from gpuledger.ingest.kubernetes.run import ingest_kubernetes_window
 from models.runner import connect
 
 T0 = 1767571200  # 2026-01-05T00:00:00Z

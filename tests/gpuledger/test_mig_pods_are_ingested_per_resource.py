@@ -1,4 +1,5 @@
-"""MIG pods through the Kubernetes ingest (gpuledger/k8s_ingest.py): one row per pod and GPU-like
+"""MIG pods through the Kubernetes ingest (gpuledger/ingest/kubernetes/run.py): one row per pod and
+GPU-like
 resource, merged across windows apart; dcgm-exporter's per-instance series (GPU_I_ID,
 GPU_I_PROFILE and the pod labels) attribute to the pod holding the instance.
 
@@ -10,7 +11,7 @@ tests/fixtures/expositions/dcgm-exporter-issue-512-mig-h100.prom (dcgm-exporter#
 from datetime import timedelta
 
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger import k8s_ingest
+from gpuledger.ingest.kubernetes import run as k8s_ingest
 from models.runner import connect
 from tests.connectors.kubernetes.dcgm_fixtures import exposition, over_time
 from tests.connectors.kubernetes.fakes import T0, om_file

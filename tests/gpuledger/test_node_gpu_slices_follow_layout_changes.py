@@ -1,4 +1,4 @@
-"""``node_gpu_slices`` is effective-dated like ``node_inventory`` (gpuledger/reference_ingest.py):
+"""``node_gpu_slices`` is effective-dated like ``node_inventory`` (gpuledger/ingest/reference.py):
 a MIG layout changed mid-day closes the node's rows and opens the new ones; a re-read with
 nothing changed writes nothing; scontrol's rows are not touched.
 
@@ -9,7 +9,7 @@ all-balanced H100), then the MIG manager's all-1g.12gb layout (mig.config relabe
 from datetime import timedelta
 
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger.reference_ingest import (
+from gpuledger.ingest.reference import (
     ClusterReference,
     read_k8s_reference,
     write_cluster_reference,

@@ -1,4 +1,4 @@
-"""One canonical node name per machine, decided on ingest (gpuledger/nodenames.py)."""
+"""One canonical node name per machine, decided on ingest (gpuledger/ingest/nodenames.py)."""
 
 from pathlib import Path
 
@@ -6,9 +6,9 @@ import duckdb
 import polars as pl
 import pytest
 
-from gpuledger import service
 from gpuledger.cli import main
-from gpuledger.nodenames import (
+from gpuledger.ingest import service
+from gpuledger.ingest.nodenames import (
     RULE_ALIAS,
     RULE_AS_IS,
     RULE_KEPT_WHOLE,

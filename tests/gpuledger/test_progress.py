@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from gpuledger.progress import Progress
+from gpuledger.ingest.progress import Progress
 
 
 class Tty(io.StringIO):

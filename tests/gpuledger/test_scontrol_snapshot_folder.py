@@ -4,7 +4,7 @@ plain and gzipped snapshots alike, oldest first by the time in the name."""
 import gzip
 from pathlib import Path
 
-from gpuledger.scontrol_ingest import snapshot_folder_files
+from gpuledger.ingest.slurm.scontrol import snapshot_folder_files
 
 
 def test_gzipped_snapshots_are_listed_in_time_order(tmp_path: Path):

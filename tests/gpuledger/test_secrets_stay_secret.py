@@ -104,8 +104,8 @@ def test_doctor_and_load_show_the_url_without_its_password(tmp_path: Path, capsy
     reach = line(lines, "prometheus a: reachable")
     assert "http://127.0.0.1:" in reach
     assert PASSWORD not in "\n".join(lines)
+    from gpuledger.ingest.site_load import _live
     from gpuledger.site import load_site
-    from gpuledger.site_load import _live
     from pipelines.defs.kubernetes.resources import KubernetesSourceResource
 
     loaded = load_site(site)

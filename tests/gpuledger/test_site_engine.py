@@ -10,7 +10,7 @@ import pytest
 
 from gpuledger.cli import main
 from gpuledger.site import SiteError, load_site, with_environment
-from gpuledger.site_engine import EngineSite, key_line, open_engine, spark_settings
+from gpuledger.site.engine import EngineSite, key_line, open_engine, spark_settings
 from models.engines.spark_session import SparkSettings, spark_conf
 
 BASE = """\
@@ -164,7 +164,7 @@ def test_a_duckdb_site_builds_without_importing_pyspark(tmp_path: Path):
     code = (
         "import sys\n"
         "from gpuledger.site import load_site\n"
-        "from gpuledger.site_engine import open_engine\n"
+        "from gpuledger.site.engine import open_engine\n"
         "import pipelines.defs.engine as e\n"
         f"site = load_site({str(path)!r})\n"
         "with open_engine(site) as engine:\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuledger.site import load_site
-from gpuledger.site_engine import open_engine, spark_settings
+from gpuledger.site.engine import open_engine, spark_settings
 from models.engines.spark_session import SparkUnavailableError, open_spark
 from tests.spark_cluster import SparkCluster, environment_problem, start_cluster
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from gpuledger.cli import main
-from gpuledger.config import load_settings
 from gpuledger.site import SiteError, load_site
+from gpuledger.site.config import load_settings
 
 VALID = """\
 [gpuledger]
@@ -151,7 +151,7 @@ def test_the_documented_examples_are_valid_site_files(tmp_path: Path):
               site_module.DraClusterSite)
     structural = {"path", "clusters", "reference", "schedules", "name", "slurm", "prometheus",
                   "kueue", "idle", "quality", "sharing", "alerts", "focus", "engine", "dra"}
-    # [gpuledger.dra]: its keys (gpuledger/site_dra.py) in the full example too
+    # [gpuledger.dra]: its keys (gpuledger/site/dra.py) in the full example too
     assert all(f"\n{key} =" in blocks[0] for key in ("drivers", "device_classes",
                                                       "kueue_config", "device_class_mappings"))
     # idle, alerts, focus, engine: their keys are in their own sections of docs/site-file.md

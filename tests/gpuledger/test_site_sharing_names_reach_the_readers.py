@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from connectors.gpu_sharing import SharingNames
-from gpuledger.config import load_settings
 from gpuledger.site import SiteError, load_site
+from gpuledger.site.config import load_settings
 
 BASE = """\
 [gpuledger]

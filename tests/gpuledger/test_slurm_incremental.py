@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuledger import slurm_ingest
+from gpuledger.ingest.slurm import run as slurm_ingest
 from models.build import build_allocations
 from models.runner import connect
 

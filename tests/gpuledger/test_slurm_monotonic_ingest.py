@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 import connectors.slurm.sacct_stream as stream_module
-from gpuledger import slurm_ingest
+from gpuledger.ingest.slurm import run as slurm_ingest
 from models.runner import connect
 from tests.connectors.slurm.dumps import T0, alloc, dump, step
 

@@ -12,8 +12,8 @@ import duckdb
 import pytest
 
 from connectors.slurm.sanity import SanityLimits
-from gpuledger import slurm_ingest
 from gpuledger.cli import main
+from gpuledger.ingest.slurm import run as slurm_ingest
 from models.runner import connect, snapshot_path
 from tests.helpers import copy_tiny_world
 

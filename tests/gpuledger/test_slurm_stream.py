@@ -18,7 +18,7 @@ from polars.testing import assert_frame_equal
 
 import connectors.slurm.sacct_stream as stream_module
 from connectors.slurm.parse import SacctFormatError, iter_sacct_batches, parse_sacct
-from gpuledger import slurm_ingest
+from gpuledger.ingest.slurm import run as slurm_ingest
 from models.runner import connect
 from tests.connectors.slurm.dumps import T0, US, alloc, dump, step
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import duckdb
 
 from connectors.kubernetes.kube_api import snapshot_files
-from gpuledger.scontrol_ingest import snapshot_folder_files
-from gpuledger.site_load import _workloads
+from gpuledger.ingest.site_load import _workloads
+from gpuledger.ingest.slurm.scontrol import snapshot_folder_files
 from models.runner import ensure_schema
 
 PRIVATE = "PRIVATE-LINE root:x:0:0"

@@ -12,7 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpuledger import service, workload_history
+from gpuledger.ingest import service
+from gpuledger.ingest.kubernetes import workload_history
 from models.incidents import build_incidents
 from models.runner import connect, ensure_schema
 from tests.connectors.kubernetes.kueue_api_server import (

@@ -139,7 +139,7 @@ def test_a_slinky_node_is_charged_once_through_the_jobs_inside(con, mode, slurm_
     if hostname == "comment":  # docs/usage/topology.md: `scontrol show nodes slinky-0`
         hostname = None
         from connectors.slurm.scontrol_nodes import slinky_node_pods
-        from gpuledger.reference_ingest import write_slinky_pods
+        from gpuledger.ingest.reference import write_slinky_pods
 
         write_slinky_pods(con, "c", slinky_node_pods(
             'NodeName=slinky-0 Arch=x86_64 CoresPerSocket=1 Gres=gpu:h100:8 State=IDLE '

@@ -18,7 +18,7 @@ import pytest
 
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from gpuledger.cli import main
-from gpuledger.k8s_ingest import ingest_kubernetes_window
+from gpuledger.ingest.kubernetes.run import ingest_kubernetes_window
 from models.runner import connect
 from tests.connectors.kubernetes.dcgm_fixtures import (
     Pod,

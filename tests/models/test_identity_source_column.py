@@ -92,8 +92,8 @@ def test_only_candidates_give_slurm_assoc(con):
 
 
 def test_allocations_carry_identity_source_end_to_end(tmp_path: Path):
+    from gpuledger.ingest.site_load import load_site_files
     from gpuledger.site import load_site
-    from gpuledger.site_load import load_site_files
     from models.build import build_allocations
     from tests.helpers import copy_tiny_world
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpuledger import scontrol_ingest
 from gpuledger.cli import main
+from gpuledger.ingest.slurm import scontrol as scontrol_ingest
 from models.incidents import build_incidents
 from models.runner import ensure_schema, read_snapshot
 

@@ -1,7 +1,7 @@
 """The GPU inventory keeps its history (node_inventory): a node that moves between pools or
 changes its GPU count gets its old row closed and a new one opened; a re-read with nothing
 changed changes nothing; the nodes file overrides the sources per node
-(gpuledger/reference_ingest.py)."""
+(gpuledger/ingest/reference.py)."""
 
 from datetime import datetime
 from pathlib import Path
@@ -12,7 +12,7 @@ import pytest
 from connectors.kubernetes.ksm_nodes import KSM_NODE_SCHEMA
 from connectors.reference_files import read_nodes
 from connectors.slurm.scontrol_nodes import parse_scontrol_nodes
-from gpuledger.reference_ingest import (
+from gpuledger.ingest.reference import (
     import_nodes_file,
     merge_sources,
     with_file_override,

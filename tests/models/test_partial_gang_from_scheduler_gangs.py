@@ -11,8 +11,8 @@ from datetime import date, datetime
 import duckdb
 import pytest
 
-from gpuledger.pod_groups import import_pod_groups
-from gpuledger.service import import_workloads
+from gpuledger.ingest.kubernetes.pod_groups import import_pod_groups
+from gpuledger.ingest.service import import_workloads
 from models.incidents import build_incidents
 from models.runner import ensure_schema
 from tests.helpers import FIXTURES

@@ -26,7 +26,7 @@ import polars as pl
 import pytest
 
 from gpuledger.cli import main
-from gpuledger.nodenames import NodeNamer
+from gpuledger.ingest.nodenames import NodeNamer
 from models import load_sql
 from models.build import (
     build_allocations,
@@ -411,7 +411,7 @@ def test_rebuilding_a_day_changes_nothing(sample):
 
 
 def test_slurm_readings_match_when_the_exporter_names_the_node_by_its_fqdn(hand_made):
-    """The exporter's FQDN reaches the model canonical (gpuledger/nodenames.py, on ingest):
+    """The exporter's FQDN reaches the model canonical (gpuledger/ingest/nodenames.py, on ingest):
     the rule lives there, not in the join."""
     build_gpu_usage_hourly(hand_made, DAY, DAY)
     query = ("SELECT source_key, hour::TIME::VARCHAR, round(measured_gpu_seconds, 6), "

@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from gpuledger.k8s_ingest import ingest_kubernetes_window
+from gpuledger.ingest.kubernetes.run import ingest_kubernetes_window
 from models.runner import connect
 from tests.prometheus_real.scrape import (
     EXPOSITIONS,

@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 
 from connectors.kubernetes.dra_claims import DraNames, read_claim_file
-from gpuledger.k8s_dra import DraInput
-from gpuledger.k8s_window_read import read_kubernetes_window
+from gpuledger.ingest.kubernetes.dra import DraInput
+from gpuledger.ingest.kubernetes.window_read import read_kubernetes_window
 from tests.connectors.kubernetes.dra_world import CLAIMS, PODS, World
 from tests.connectors.kubernetes.fakes import T0
 from tests.connectors.kubernetes.ksm_expositions import text

@@ -25,8 +25,9 @@ from connectors.errors import SourceError
 from connectors.kubernetes.metrics_source import PrometheusConfig
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import PrometheusHttpSource
-from gpuledger import k8s_ingest, service
 from gpuledger.cli import main
+from gpuledger.ingest import service
+from gpuledger.ingest.kubernetes import run as k8s_ingest
 from models.runner import connect
 from simulator import SimConfig, simulate
 from simulator.config import NodeCounts

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from gpuledger import k8s_ingest
+from gpuledger.ingest.kubernetes import run as k8s_ingest
 from models.runner import connect
 from tests.connectors.kubernetes.ksm_expositions import (
     KSM_NODE_V2_20,

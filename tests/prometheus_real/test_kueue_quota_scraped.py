@@ -19,7 +19,7 @@ from statistics import median
 import polars as pl
 import pytest
 
-from gpuledger import k8s_ingest
+from gpuledger.ingest.kubernetes import run as k8s_ingest
 from models.kueue_quota import build_kueue_quota
 from models.runner import connect
 from tests.prometheus_real.scrape import EXPOSITIONS, kueue_controller

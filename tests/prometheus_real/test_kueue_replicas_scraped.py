@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from connectors.kubernetes.kueue_metrics import read_kueue_metrics
-from gpuledger import k8s_ingest
+from gpuledger.ingest.kubernetes import run as k8s_ingest
 from models.runner import connect
 from tests.connectors.kubernetes.kueue_scrapes import body, text
 from tests.prometheus_real.scrape import kueue_controller

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import duckdb
 
-from gpuledger.focus_export import TIME_COLUMNS, write_rows
+from gpuledger.export.focus import TIME_COLUMNS, write_rows
+from gpuledger.ingest.service import run_sql
 from gpuledger.report.weekly import write_weekly_report
-from gpuledger.service import run_sql
 from models.focus import ALL_COLUMNS, ROWS_TABLE
 from models.runner import ensure_schema, publish_snapshot, read_snapshot
 from tests.reports.conftest import insert_lines

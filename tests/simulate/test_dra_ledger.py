@@ -29,7 +29,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from gpuledger.k8s_dra import read_fresh
+from gpuledger.ingest.kubernetes.dra import read_fresh
 from models import load_sql
 from simulator import NodeCounts, SimConfig
 from tests.models.test_k8s_truth import IDENTITY, KEY, _bounds

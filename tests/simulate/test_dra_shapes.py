@@ -6,7 +6,7 @@ with the project's own readers, against the upstream shapes the repository keeps
   series with the fixture's labels instead (none for slurm-bridge's extended resource);
 * the ``dra/`` ResourceClaim snapshots (tests/fixtures/kubernetes/dra/): read by
   connectors.kubernetes.dra_claims without a reject, named by the site file's ``[dra]
-  snapshot`` (gpuledger.site_dra); driver ``gpu.nvidia.com``, pool the node, ``gpu-N`` devices,
+  snapshot`` (gpuledger.site.dra); driver ``gpu.nvidia.com``, pool the node, ``gpu-N`` devices,
   a claim shared by several pods, extended-resource claims named in the pods' status;
 * dcgm-exporter (tests/fixtures/expositions/dcgm-exporter-dra-labels.prom): the ``dra_*``
   labels with ``--kubernetes-enable-dra`` (connectors.kubernetes.dcgm_dra reads them), no pod
@@ -26,7 +26,7 @@ from connectors.kubernetes.dcgm_dra import dra_series
 from connectors.kubernetes.dra_claims import read_claim_file
 from connectors.kubernetes.kube_api import snapshot_files
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger.k8s_dra import read_fresh
+from gpuledger.ingest.kubernetes.dra import read_fresh
 from gpuledger.site import load_site
 from simulator import NodeCounts, SimConfig, simulate
 from tests.helpers import FIXTURES

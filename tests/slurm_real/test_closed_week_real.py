@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from connectors.slurm.commands import CommandRunner
-from gpuledger import service, slurm_ingest
+from gpuledger.ingest import service
+from gpuledger.ingest.slurm import run as slurm_ingest
 from models.build import build_allocations, build_chargeback
 from models.close_week import close_week
 from models.closing import changed_closes

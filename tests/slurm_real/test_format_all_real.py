@@ -14,8 +14,9 @@ import pytest
 
 from connectors.slurm.commands import CommandRunner
 from connectors.slurm.scontrol import parse_scontrol_jobs
-from gpuledger import scontrol_ingest, slurm_ingest
 from gpuledger.cli import main
+from gpuledger.ingest.slurm import run as slurm_ingest
+from gpuledger.ingest.slurm import scontrol as scontrol_ingest
 from models import load_sql
 from models.build import build_allocations
 from models.runner import connect

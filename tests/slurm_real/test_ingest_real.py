@@ -7,8 +7,8 @@ import pytest
 
 from connectors.errors import SourceError
 from connectors.slurm.commands import CommandRunner
-from gpuledger import slurm_ingest
 from gpuledger.cli import main
+from gpuledger.ingest.slurm import run as slurm_ingest
 from models import load_sql
 from models.runner import connect
 

@@ -12,7 +12,7 @@ import pytest
 from connectors.slurm.commands import CommandRunner
 from connectors.slurm.sacctmgr import SACCTMGR_ASSOC_COMMAND, parse_sacctmgr_assoc
 from connectors.slurm.scontrol_nodes import SCONTROL_NODES_COMMAND, parse_scontrol_nodes
-from gpuledger.reference_ingest import import_reference
+from gpuledger.ingest.reference import import_reference
 from gpuledger.site import load_site
 from models.runner import connect
 

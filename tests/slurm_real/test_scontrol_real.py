@@ -11,7 +11,7 @@ import pytest
 
 from connectors.slurm.commands import CommandRunner
 from connectors.slurm.scontrol import scontrol_command
-from gpuledger import scontrol_ingest
+from gpuledger.ingest.slurm import scontrol as scontrol_ingest
 from models.runner import connect
 
 pytestmark = [pytest.mark.slurm, pytest.mark.submits_slurm_jobs]

@@ -9,7 +9,7 @@ import dagster as dg
 
 from gpuledger.alerts.digest import previous_week
 from gpuledger.site import Site
-from gpuledger.site_alerts import AlertsSite
+from gpuledger.site.alerts import AlertsSite
 from pipelines.defs.alerts.assets import ALERTS, AS_OF_TAG, DIGEST, WEEK_TAG
 from pipelines.site import current_site
 

@@ -1,6 +1,6 @@
 import dagster as dg
 
-from gpuledger.focus_export import default_path, export_focus, site_focus
+from gpuledger.export.focus import default_path, export_focus, site_focus
 from gpuledger.report.location import reports_dir
 from models.focus import ROWS_OFF_INVOICE, build_focus_rows, parse_period
 from pipelines.defs.check_results import offending_rows_result, query_rows

@@ -11,10 +11,10 @@ from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.prometheus import PrometheusHttpSource
 from connectors.secrets import without_credentials
-from gpuledger import k8s_ingest
-from gpuledger.k8s_dra import DraInput, DraSetup, read_fresh
+from gpuledger.ingest.kubernetes import run as k8s_ingest
+from gpuledger.ingest.kubernetes.dra import DraInput, DraSetup, read_fresh
 from gpuledger.site import ClusterSite, PrometheusSite
-from gpuledger.site_sources import prometheus_config
+from gpuledger.site.sources import prometheus_config
 from pipelines.site import read_site
 
 # OpenMetrics files parsed once per process (Dagster runs every partition in the same process
@@ -61,7 +61,7 @@ class KubernetesSourceResource(dg.ConfigurableResource):
     def read_window(self, cluster: ClusterSite, start: datetime, end: datetime,
                     dra: DraInput | None = None) -> tuple[MetricsSource, object]:
         """Read one cluster's window; no ledger connection is open. `dra`: the ResourceClaims
-        and DRA names (gpuledger/k8s_dra.py; default: the site's names, no claims)."""
+        and DRA names (gpuledger/ingest/kubernetes/dra.py; default: the site's names, no claims)."""
         p = _prometheus(cluster)
         interval = timedelta(seconds=p.scrape_interval_s) if p.scrape_interval_s > 0 else None
         source = self.source(cluster)

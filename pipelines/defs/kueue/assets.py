@@ -3,7 +3,8 @@ from pathlib import Path
 import dagster as dg
 
 from connectors.errors import SourceError
-from gpuledger import pod_groups, service, workload_history
+from gpuledger.ingest import service
+from gpuledger.ingest.kubernetes import pod_groups, workload_history
 from gpuledger.site import ClusterSite, Site
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource, SiteResource
 
@@ -151,7 +152,8 @@ def pod_group_clusters(site: Site) -> list[ClusterSite]:
 )
 def k8s_pod_groups(context: dg.AssetExecutionContext, ledger: LedgerResource,
                    site: SiteResource):
-    """``gpuledger.pod_groups`` (the CLI's path): each list read with no ledger connection
+    """``gpuledger.ingest.kubernetes.pod_groups`` (the CLI's path): each list read with no ledger
+    connection
     open, then stored in one short transaction. An API that cannot be read is reported (the
     check fails) but fails no run: the objects are extra gang evidence, and the day's
     incidents wait on this asset."""

@@ -9,7 +9,7 @@ import re
 
 import dagster as dg
 
-from gpuledger import workload_history
+from gpuledger.ingest.kubernetes import workload_history
 from gpuledger.site import ClusterSite, Site
 from pipelines.defs.kueue.assets import HISTORY, api_clusters
 from pipelines.site import current_site

@@ -4,8 +4,9 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
-from gpuledger import reference_ingest, service
-from gpuledger.loads import LoadResult
+from gpuledger.ingest import reference as reference_ingest
+from gpuledger.ingest import service
+from gpuledger.ingest.loads import LoadResult
 from gpuledger.site import Site
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource, SiteResource
 

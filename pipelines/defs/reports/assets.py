@@ -1,6 +1,6 @@
 import dagster as dg
 
-from gpuledger.focus_export import site_focus
+from gpuledger.export.focus import site_focus
 from gpuledger.report.location import reports_dir
 from gpuledger.report.weekly import write_weekly_report
 from models.weeks import IsoWeek

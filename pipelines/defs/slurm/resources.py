@@ -17,9 +17,10 @@ import duckdb
 from connectors.slurm.fields import SACCT_ENVIRONMENT, sacct_command
 from connectors.slurm.parse import parse_sacct
 from connectors.slurm.scontrol import ScontrolParse, fetch_scontrol_jobs
-from gpuledger import scontrol_ingest, slurm_ingest
+from gpuledger.ingest.slurm import run as slurm_ingest
+from gpuledger.ingest.slurm import scontrol as scontrol_ingest
 from gpuledger.site import ClusterSite, SlurmSite
-from gpuledger.site_sources import slurm_limits, slurm_runner
+from gpuledger.site.sources import slurm_limits, slurm_runner
 from pipelines.site import read_site
 
 SREPORT_ENVIRONMENT = {"TZ": "UTC"}  # as slurm_ingest.ingest_sreport runs it

@@ -16,9 +16,9 @@ import dagster as dg
 
 from connectors.slurm.scontrol import SCONTROL_ENVIRONMENT, SOURCE, scontrol_command
 from connectors.textfiles import file_digest
-from gpuledger import scontrol_ingest
+from gpuledger.ingest.slurm import scontrol as scontrol_ingest
 from gpuledger.site import ClusterSite, Site
-from gpuledger.site_sources import slurm_runner
+from gpuledger.site.sources import slurm_runner
 from pipelines.defs.partitions import daily_partitions
 from pipelines.defs.resources import LEDGER_POOL, LedgerResource, SiteResource
 from pipelines.site import current_site

@@ -24,7 +24,7 @@ from connectors.kubernetes.dcgm import (
 )
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
 from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA
-from gpuledger.k8s_ingest import ingest_kubernetes_window
+from gpuledger.ingest.kubernetes.run import ingest_kubernetes_window
 from models.runner import connect
 from tests.connectors.kubernetes.dcgm_fixtures import exposition, over_time, relabel
 from tests.connectors.kubernetes.fakes import T0, om_file

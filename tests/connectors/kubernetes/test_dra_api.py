@@ -1,6 +1,6 @@
 """DRA ResourceClaims from the Kubernetes API (connectors/kubernetes/dra_api.py) over HTTPS with a
 client certificate, page by page; the site file's [gpuledger.dra] and per-cluster [dra] tables
-(gpuledger/site_dra.py); and `gpuledger ingest kubernetes` charging DRA pods with the claims
+(gpuledger/site/dra.py); and `gpuledger ingest kubernetes` charging DRA pods with the claims
 read through a cluster's kubeconfig.
 
 The API server is the suite's test server (kueue_api_server.py) serving resource.k8s.io/v1
@@ -21,7 +21,7 @@ from connectors.kubernetes.dra_api import list_resource_claims
 from connectors.kubernetes.dra_claims import DraNames, read_claim_file
 from connectors.kubernetes.kube_api import ApiSettings, KubeApiClient, read_kubeconfig
 from gpuledger import cli
-from gpuledger.k8s_dra import read_fresh
+from gpuledger.ingest.kubernetes.dra import read_fresh
 from gpuledger.site import SiteError, load_site
 from tests.connectors.kubernetes.dra_world import CLAIMS, PODS, World
 from tests.connectors.kubernetes.fakes import T0, om_file

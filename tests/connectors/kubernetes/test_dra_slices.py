@@ -13,7 +13,7 @@ import polars as pl
 
 from connectors.kubernetes.dra_claims import ClaimRead, read_claim_document, read_claim_file
 from connectors.kubernetes.dra_pods import _devices
-from gpuledger.k8s_dra import store_claims, stored_claims
+from gpuledger.ingest.kubernetes.dra import store_claims, stored_claims
 from models.runner import ensure_schema
 from tests.connectors.kubernetes.dra_world import CLAIMS
 

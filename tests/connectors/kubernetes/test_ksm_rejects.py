@@ -15,7 +15,7 @@ import polars as pl
 
 from connectors.kubernetes.ksm import node_gpu_capacity, pod_gpu_allocations
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger import k8s_ingest
+from gpuledger.ingest.kubernetes import run as k8s_ingest
 from models.runner import connect
 from tests.connectors.kubernetes.fakes import T0, om_file
 from tests.connectors.kubernetes.ksm_expositions import (

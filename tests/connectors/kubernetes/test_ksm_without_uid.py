@@ -17,7 +17,7 @@ import pytest
 from connectors.kubernetes.ksm import pod_gpu_allocations, read_for_uids
 from connectors.kubernetes.ksm_keys import parse_key
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger import k8s_ingest
+from gpuledger.ingest.kubernetes import run as k8s_ingest
 from models.runner import connect
 from tests.connectors.kubernetes.fakes import T0, om_file
 from tests.connectors.kubernetes.ksm_expositions import (

@@ -16,7 +16,7 @@ import pytest
 
 from connectors.kubernetes.ksm import pod_gpu_allocations
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger.k8s_window_read import queue_label_warnings
+from gpuledger.ingest.kubernetes.window_read import queue_label_warnings
 from tests.connectors.kubernetes.fakes import T0, om_file
 from tests.connectors.kubernetes.ksm_expositions import (
     KSM_POD_V2_20,

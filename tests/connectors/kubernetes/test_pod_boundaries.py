@@ -15,7 +15,7 @@ import pytest
 
 from connectors.kubernetes.ksm import pod_gpu_allocations
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger import k8s_ingest
+from gpuledger.ingest.kubernetes import run as k8s_ingest
 from models.build import create_staging_view
 from models.runner import connect
 from tests.connectors.kubernetes.fakes import T0, at, om_file

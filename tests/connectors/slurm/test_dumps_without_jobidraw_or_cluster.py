@@ -11,8 +11,8 @@ import pytest
 from connectors.slurm.fields import SACCT_FIELDS
 from connectors.slurm.header import SacctFormatError
 from connectors.slurm.parse import SacctParse, parse_sacct
-from gpuledger import slurm_ingest
 from gpuledger.cli import main
+from gpuledger.ingest.slurm import run as slurm_ingest
 from models.runner import connect
 from tests.connectors.slurm.dumps import T0, alloc, dump, step
 

@@ -11,7 +11,8 @@ import pytest
 
 from connectors.slurm.fields import SACCT_FIELDS
 from connectors.slurm.parse import allocations_per_node, parse_sacct
-from gpuledger import scontrol_ingest, slurm_ingest
+from gpuledger.ingest.slurm import run as slurm_ingest
+from gpuledger.ingest.slurm import scontrol as scontrol_ingest
 from models.build import build_allocations
 from models.runner import connect
 from tests.connectors.slurm.dumps import T0, alloc, dump, step

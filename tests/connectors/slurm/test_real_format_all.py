@@ -14,7 +14,8 @@ import pytest
 from connectors.slurm.header import SacctFormatError
 from connectors.slurm.parse import SacctParse, parse_sacct
 from connectors.slurm.sreport import parse_account_utilization_by_user
-from gpuledger import scontrol_ingest, slurm_ingest
+from gpuledger.ingest.slurm import run as slurm_ingest
+from gpuledger.ingest.slurm import scontrol as scontrol_ingest
 from models.build import build_allocations
 from models.runner import connect
 

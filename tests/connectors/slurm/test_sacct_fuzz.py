@@ -33,7 +33,7 @@ import connectors.slurm.sacct_stream as stream_module
 from connectors.errors import SourceError
 from connectors.slurm.header import SacctFormatError
 from connectors.slurm.parse import iter_sacct_batches, parse_sacct
-from gpuledger import slurm_ingest
+from gpuledger.ingest.slurm import run as slurm_ingest
 from models.runner import ensure_schema
 
 T0 = 1_796_017_424  # 2026-11-30T05:43:44Z

@@ -1,5 +1,6 @@
 """Simulated worlds built on one engine: ``gpuledger load-world``, then the steps of
-``gpuledger build`` (gpuledger/cli.py ``cmd_build``) with the heavy ones on the engine given."""
+``gpuledger build`` (gpuledger/cli/__init__.py ``cmd_build``) with the heavy ones on the engine
+given."""
 
 import json
 import shutil

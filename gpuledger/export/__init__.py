@@ -1,0 +1,1 @@
+"""Copies of the ledger out: FOCUS files and backups (and their restore)."""
