@@ -14,15 +14,13 @@ node and the accounts file per account; the identity map overrides the candidate
 resolve_identity.sql. Unreadable lines go to ``rejects`` (scontrol, sacctmgr) and unusable
 samples to ``k8s_rejects``, counted in the result.
 
-Effective dating (``apply_history``): the open rows (``valid_to IS NULL``) of a scope are
-compared with what the sources say now; a key whose attributes changed, or which is gone, is
-closed at the observation time and the new state opened from it. A re-read with nothing changed
-writes nothing.
+Effective dating: ``models/history.py`` ``apply_history``, the one rule. Reading:
+``reference_read.py``.
 """
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -30,200 +28,36 @@ import duckdb
 import polars as pl
 
 from connectors.errors import Reject, rejects_frame
-from connectors.gpu_sharing import DEFAULT_NAMES, SharingNames
-from connectors.kubernetes.ksm_namespaces import ksm_namespace_owners
-from connectors.kubernetes.ksm_nodes import KSM_NODE_SCHEMA, ksm_node_inventory
-from connectors.kubernetes.ksm_slices import ksm_node_slices
 from connectors.kubernetes.metrics_source import MetricsSource
 from connectors.kubernetes.records import SAMPLE_REJECT_SCHEMA
 from connectors.reference_files import read_accounts, read_nodes
 from connectors.slurm.commands import CommandRunner
-from connectors.slurm.sacctmgr import SACCTMGR_ASSOC_COMMAND, parse_sacctmgr_assoc
-from connectors.slurm.scontrol_nodes import (
-    NODE_SCHEMA,
-    SCONTROL_NODES_COMMAND,
-    node_slices,
-    parse_scontrol_nodes,
-    slinky_node_pods,
-)
 from gpuledger.ingest import service
 from gpuledger.ingest.loads import LoadResult
 from gpuledger.ingest.nodenames import load_namer, record_names
+from gpuledger.ingest.reference_read import (
+    INVENTORY_KEY,
+    KSM_METRICS,
+    ClusterReference,
+    inventory_rows,
+    merge_sources,
+    read_k8s_reference,
+    read_scontrol_nodes,
+    read_slurm_reference,
+    with_file_override,
+)
 from gpuledger.site import Site
 from models import schema
+from models.history import HistoryChange, apply_history
 from models.runner import record_ingest, replace_rows, transaction
 
 Connect = Callable[[], AbstractContextManager[duckdb.DuckDBPyConnection]]
-INVENTORY_KEY = ("cluster", "node", "gpu_model")
 INVENTORY_ATTRS = ("gpu_count", "pool", "slurm_partition", "gpu_product", "source")
 SLICE_KEY = ("cluster", "node", "sharing", "slice_profile", "source")
 SLICE_ATTRS = ("units", "physical_gpus", "units_per_gpu", "gpu_slices", "mig_config")
 CANDIDATE_KEY = ("source", "cluster", "source_kind", "key")
 CANDIDATE_ATTRS = ("person", "team", "cost_centre", "evidence")
-KSM_METRICS = ("kube_node_status_capacity", "kube_node_labels", "kube_namespace_labels")
-
-
-@dataclass
-class ClusterReference:
-    """What one cluster's sources said at ``observed_at`` (None: that source is not set up)."""
-
-    cluster: str
-    observed_at: datetime
-    slurm_nodes: pl.DataFrame | None = None
-    ksm_nodes: pl.DataFrame | None = None
-    ksm_slices: pl.DataFrame | None = None  # shared GPUs per node (ksm_slices.py)
-    slurm_slices: pl.DataFrame | None = None  # shared GPUs per node (scontrol Gres=)
-    slinky_pods: pl.DataFrame | None = None  # Slurm nodes that are slurmd pods (Comment=)
-    accounts: pl.DataFrame | None = None
-    users: pl.DataFrame | None = None
-    namespace_owners: pl.DataFrame | None = None
-    line_rejects: dict[str, list[Reject]] = field(default_factory=dict)  # command -> rejects
-    sample_rejects: list[pl.DataFrame] = field(default_factory=list)
-    ksm_window: tuple[datetime, datetime] | None = None
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def read_slurm_reference(ref: ClusterReference, runner: CommandRunner) -> None:
-    """Run ``scontrol -o show node`` and ``sacctmgr show assoc`` into `ref`."""
-    shown = " ".join(SCONTROL_NODES_COMMAND)
-    read_scontrol_nodes(ref, runner.run(SCONTROL_NODES_COMMAND, {}), shown)
-    shown = " ".join(SACCTMGR_ASSOC_COMMAND)
-    accounts, users, rejects = parse_sacctmgr_assoc(runner.run(SACCTMGR_ASSOC_COMMAND, {}),
-                                                    source_file=f"{ref.cluster}: {shown}")
-    ref.accounts, ref.users, ref.line_rejects[shown] = accounts, users, rejects
-
-
-def read_scontrol_nodes(ref: ClusterReference, text: str, shown: str) -> None:
-    """``scontrol -o show node`` output (a live run's, or a dump-mode site's file) into `ref`:
-    GPUs per node, shared-GPU layouts and the Slinky slurmd pods its Comment= names."""
-    nodes, rejects = parse_scontrol_nodes(text, source_file=f"{ref.cluster}: {shown}")
-    ref.slurm_nodes, ref.line_rejects[shown] = nodes, rejects
-    ref.slurm_slices = node_slices(nodes)
-    ref.slinky_pods = slinky_node_pods(text)
-
-
-def read_k8s_reference(ref: ClusterReference, source: MetricsSource, *,
-                       namespace_labels: dict[str, str], lookback: timedelta,
-                       sharing: SharingNames = DEFAULT_NAMES) -> None:
-    """Read the KSM node inventory, shared GPUs and namespace owners as of
-    ``ref.observed_at`` into `ref`."""
-    ref.ksm_nodes = ksm_node_inventory(source, ref.observed_at, lookback=lookback,
-                                       rejects=ref.sample_rejects)
-    ref.ksm_slices = ksm_node_slices(source, ref.observed_at, lookback=lookback, names=sharing,
-                                     rejects=ref.sample_rejects)
-    ref.namespace_owners = ksm_namespace_owners(source, ref.observed_at, namespace_labels,
-                                                lookback=lookback, rejects=ref.sample_rejects)
-    ref.ksm_window = (ref.observed_at - lookback, ref.observed_at)
-
-
-# --------------------------------------------------------------------------- merging
-
-
-GPU_ROW_SCHEMA = {**dict.fromkeys(("cluster", "node", "pool", "gpu_model"), pl.String),
-                  "gpu_count": pl.Int32, "gpu_index": pl.Int32, "gpu_uuid": pl.String,
-                  "slurm_partition": pl.String, "gpu_product": pl.String, "source": pl.String}
-
-
-def merge_sources(cluster: str, slurm: pl.DataFrame | None, ksm: pl.DataFrame | None
-                  ) -> pl.DataFrame:
-    """One row per GPU (``GPU_ROW_SCHEMA``) from what scontrol and KSM say.
-
-    A node Slurm lists is counted as Slurm says (its GRES types); a node both list is ``shared``,
-    one only KSM lists is ``kubernetes`` with GFD's model. UUIDs are not known: NULL.
-    """
-    slurm = slurm if slurm is not None else pl.DataFrame(schema=NODE_SCHEMA)
-    ksm = ksm if ksm is not None else pl.DataFrame(schema=KSM_NODE_SCHEMA)
-    k8s = {r["node"]: r for r in ksm.iter_rows(named=True)}
-    rows: list[dict[str, object]] = []
-
-    def add(node: str, pieces: list[tuple[str, int]], pool: str, partition: str, product: str,
-            source: str) -> None:
-        total = sum(n for _, n in pieces)
-        index = 0
-        for model, count in pieces:
-            for _ in range(count):
-                rows.append({"cluster": cluster, "node": node, "pool": pool, "gpu_model": model,
-                             "gpu_count": total, "gpu_index": index, "gpu_uuid": None,
-                             "slurm_partition": partition, "gpu_product": product,
-                             "source": source})
-                index += 1
-
-    for node, group in slurm.group_by("node", maintain_order=True):
-        name = str(node[0])
-        kr = k8s.pop(name, None)
-        pieces = [(m or (kr["gpu_model"] if kr else "") or "unknown", int(n))
-                  for m, n in zip(group["gpu_model"], group["gpu_count"], strict=True)]
-        add(name, pieces, "shared" if kr else "slurm", group["partitions"][0],
-            kr["gpu_product"] if kr else "", "scontrol+ksm" if kr else "scontrol")
-    for name, kr in sorted(k8s.items()):
-        add(name, [(kr["gpu_model"] or "unknown", int(kr["gpu_count"]))], "kubernetes", "",
-            kr["gpu_product"], "ksm")
-    return pl.DataFrame(rows, schema=GPU_ROW_SCHEMA) if rows else pl.DataFrame(
-        schema=GPU_ROW_SCHEMA)
-
-
-def with_file_override(merged: pl.DataFrame, file_rows: pl.DataFrame | None) -> pl.DataFrame:
-    """`merged` where every node the nodes file lists has the file's rows instead."""
-    if file_rows is None or file_rows.height == 0:
-        return merged
-    cluster = merged["cluster"][0] if merged.height else file_rows["cluster"][0]
-    from_file = file_rows.with_columns(cluster=pl.lit(cluster), gpu_product=pl.lit(""),
-                                       source=pl.lit("nodes_file")).select(list(GPU_ROW_SCHEMA))
-    kept = merged.filter(~pl.col("node").is_in(from_file["node"].unique().to_list()))
-    return pl.concat([kept, from_file.cast(GPU_ROW_SCHEMA)]).sort(["node", "gpu_index"])
-
-
-def inventory_rows(gpus: pl.DataFrame) -> pl.DataFrame:
-    """Per-GPU rows -> one row per (cluster, node, gpu_model): the node_inventory state."""
-    return gpus.group_by(list(INVENTORY_KEY), maintain_order=True).agg(
-        pl.len().cast(pl.Int32).alias("gpu_count"), pl.col("pool").first(),
-        pl.col("slurm_partition").first().fill_null(""),
-        pl.col("gpu_product").first().fill_null(""), pl.col("source").first())
-
-
 # --------------------------------------------------------------------------- writing
-
-
-@dataclass(frozen=True)
-class HistoryChange:
-    opened: int
-    closed: int
-
-
-def apply_history(con: duckdb.DuckDBPyConnection, table: schema.Table, key: Sequence[str],
-                  attrs: Sequence[str], state: pl.DataFrame, at: datetime, *, scope: str,
-                  params: Sequence[object], first_unbounded: bool = False) -> HistoryChange:
-    """Make the open rows of `table` within `scope` say `state` as of `at` (inside the
-    caller's transaction). Unchanged keys are left alone."""
-    cols = [*key, *attrs]
-    open_rows = con.execute(
-        f"SELECT {', '.join(cols)}, valid_from FROM {table.name} "
-        f"WHERE valid_to IS NULL AND ({scope})", list(params)).fetchall()
-    before = {tuple(r[:len(key)]): tuple(r[len(key):len(cols)]) for r in open_rows}
-    since = {tuple(r[:len(key)]): r[-1] for r in open_rows}
-    now = {tuple(r[c] for c in key): tuple(r[a] for a in attrs)
-           for r in state.select(cols).iter_rows(named=True)}
-    gone = [k for k, v in before.items() if now.get(k) != v]
-    new = [k for k, v in now.items() if before.get(k) != v]
-    for k in gone:
-        if since[k] is not None and since[k] >= at:  # an older reading: the open row stays
-            new = [n for n in new if n != k]
-            continue
-        where = " AND ".join(f"{c} IS NOT DISTINCT FROM ?" for c in key)
-        con.execute(f"UPDATE {table.name} SET valid_to = ? WHERE valid_to IS NULL AND {where}",
-                    [at, *k])
-    known: set[tuple] = set()
-    if first_unbounded and new:
-        known = {tuple(r) for r in con.execute(
-            f"SELECT DISTINCT {', '.join(key)} FROM {table.name} WHERE ({scope})",
-            list(params)).fetchall()}
-    for k in new:
-        start = None if first_unbounded and k not in known else at
-        con.execute(f"INSERT INTO {table.name} ({', '.join(cols)}, valid_from, valid_to) "
-                    f"VALUES ({', '.join('?' * (len(cols) + 1))}, NULL)", [*k, *now[k], start])
-    return HistoryChange(opened=len(new), closed=len(gone))
 
 
 def write_inventory(con: duckdb.DuckDBPyConnection, cluster: str, gpus: pl.DataFrame,

@@ -19,7 +19,8 @@ import polars as pl
 
 from connectors.slurm.scontrol import parse_scontrol_jobs
 from connectors.slurm.scontrol_nodes import node_slices, parse_scontrol_nodes
-from gpuledger.ingest.reference import ClusterReference, write_cluster_reference
+from gpuledger.ingest.reference import write_cluster_reference
+from gpuledger.ingest.reference_read import ClusterReference
 from models.runner import ensure_schema
 
 SHARING = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "sharing"

@@ -9,11 +9,8 @@ all-balanced H100), then the MIG manager's all-1g.12gb layout (mig.config relabe
 from datetime import timedelta
 
 from connectors.kubernetes.openmetrics_file import OpenMetricsFileSource
-from gpuledger.ingest.reference import (
-    ClusterReference,
-    read_k8s_reference,
-    write_cluster_reference,
-)
+from gpuledger.ingest.reference import write_cluster_reference
+from gpuledger.ingest.reference_read import ClusterReference, read_k8s_reference
 from models.runner import connect
 from tests.connectors.kubernetes.fakes import T0, om_file
 from tests.connectors.kubernetes.ksm_expositions import series

@@ -12,12 +12,8 @@ import pytest
 from connectors.kubernetes.ksm_nodes import KSM_NODE_SCHEMA
 from connectors.reference_files import read_nodes
 from connectors.slurm.scontrol_nodes import parse_scontrol_nodes
-from gpuledger.ingest.reference import (
-    import_nodes_file,
-    merge_sources,
-    with_file_override,
-    write_inventory,
-)
+from gpuledger.ingest.reference import import_nodes_file, write_inventory
+from gpuledger.ingest.reference_read import merge_sources, with_file_override
 from models.runner import connect, ensure_schema
 
 T1, T2, T3 = datetime(2026, 1, 5), datetime(2026, 1, 6), datetime(2026, 1, 7)
