@@ -1,5 +1,5 @@
 """Table definitions: the single source of table and column names, by domain (``ledger``,
-``reference``, ``slurm``, ``kubernetes``, ``accounting``, ``invoices``, ``alerts``).
+``reference``, ``slurm``, ``kubernetes``, ``kueue``, ``accounting``, ``invoices``, ``alerts``).
 
 Times are UTC ``TIMESTAMP`` (naive, meaning UTC). Periods are half-open ``[start, end)``.
 """
@@ -58,6 +58,8 @@ from models.schema.kubernetes import (
     K8S_RESOURCE_CLAIM_PODS,
     K8S_RESOURCE_SLICE_DEVICES,
     KUBERNETES_TABLES,
+)
+from models.schema.kueue import (
     KUEUE_ADMISSION_WAIT,
     KUEUE_ADMISSION_WAIT_BUCKETS,
     KUEUE_COUNTERS,
