@@ -29,6 +29,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from connectors.processes import process_alive
 from models.lake import (
     CATALOG_FILE,
     LAKE_BY_NAME,
@@ -339,17 +340,6 @@ def settle_retired(root: Path, served: Collection[str]) -> list[str]:
     if list(keep.values()) != before:
         _write_retired(root, list(keep.values()))
     return deleted
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process with this pid exists (one we may not signal counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _writer_gone(path: Path, now: datetime) -> bool:

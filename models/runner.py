@@ -18,8 +18,8 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from connectors.processes import process_alive
 from models.lake_changes import delete_marked, mark_frame
-from models.lake_publish import process_alive
 from models.schema import (
     ALL_TABLES,
     BUILDS_UNFINISHED,

@@ -9,8 +9,9 @@ first appearance, sorts the samples by (series, timestamp, line) and writes thre
 keys (UTF-8, back to back), the timestamps (int64 ms) and the values (float64); DuckDB is closed.
 In memory stay two offsets per series (16 bytes), its metric-name id and its place in its name's
 list (8 bytes); a read fetches only the bytes of the series it selects (``os.pread``). The files
-are unlinked as soon as they are open, so nothing is left behind even when the process is
-killed; the descriptors close with the store.
+are unlinked as soon as they are open and the descriptors close with the store. The scratch
+folder carries the parsing process's pid: a parse killed mid-way leaves it (its DuckDB build
+file), and the next store removes the folders of processes that are gone.
 """
 
 from __future__ import annotations
@@ -28,9 +29,21 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from connectors.processes import process_alive
+
+SCRATCH_PREFIX = "gpuledger-om-"  # + the writer's pid: folders of dead writers are swept
 BATCH_LINES = 200_000  # sample lines per insert (32 bytes each in the buffers)
 MEMORY_LIMIT = "128MB"  # DuckDB's while it merges and sorts (it spills beyond)
 FETCH_ROWS = 65_536  # rows per batch when the sorted tables are written out
+
+
+def _sweep_stale(folder: str) -> None:
+    """Remove the scratch folders of stores whose process is gone: a kill during a parse
+    leaves its DuckDB build file (the flat files are unlinked as soon as they are open)."""
+    for path in Path(folder).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = path.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _release(fds: list[int], work: str) -> None:
@@ -55,7 +68,8 @@ class SeriesStore:
     """``new_key`` and ``add`` while parsing, ``finish`` once, then read series by id."""
 
     def __init__(self) -> None:
-        self._work = tempfile.mkdtemp(prefix="gpuledger-om-")
+        _sweep_stale(tempfile.gettempdir())
+        self._work = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
         self._con: duckdb.DuckDBPyConnection | None = duckdb.connect(
             str(Path(self._work) / "build.duckdb"),
             config={"memory_limit": MEMORY_LIMIT, "temp_directory": self._work,

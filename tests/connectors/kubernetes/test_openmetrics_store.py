@@ -5,6 +5,8 @@ store is left on disk."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 import tracemalloc
 from datetime import timedelta
@@ -129,3 +131,22 @@ def test_python_memory_does_not_grow_with_the_series(tmp_path: Path, monkeypatch
     uid = f"{1234:08x}-0000-4000-8000-{1234:012x}"
     assert src.raw_samples(f'kube_pod_info{{uid="{uid}"}}', *WINDOW)["pod"].to_list() == [
         "pod-1234"] * 3
+
+
+def test_a_killed_parse_leaves_a_folder_the_next_store_sweeps(tmp_path: Path, monkeypatch):
+    """A kill -9 during a parse cannot clean up: the DuckDB build folder stays. The next store
+    removes the folders of writers that are gone and keeps those of live ones."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid that has just ended (reuse within the test is not plausible)
+    gone = scratch / f"{openmetrics_store.SCRATCH_PREFIX}{dead.pid}-abc123"
+    gone.mkdir()
+    (gone / "build.duckdb").write_bytes(b"x" * 1024)
+    live = scratch / f"{openmetrics_store.SCRATCH_PREFIX}{os.getppid()}-def456"
+    live.mkdir()
+    other = scratch / "someone-else"
+    other.mkdir()
+    assert OpenMetricsFileSource(interleaved(tmp_path / "i.om")).rejects == []
+    assert sorted(p.name for p in scratch.iterdir()) == sorted([live.name, other.name])
